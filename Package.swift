@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+// pushcast: a push-campaign engine for APNs and FCM over HTTP/2.
+// Modules are laid out along the I/O line (docs/ARCHITECTURE.md): only PushcastReactor makes
+// syscalls; PushcastWire (TLS + HTTP/2) is sans-I/O and tested without sockets.
+import PackageDescription
+
+let package = Package(
+    name: "pushcast",
+    products: [
+        .executable(name: "pushcast", targets: ["pushcast"]),
+    ],
+    targets: [
+        // C shims. Each wrapper in them says why it exists.
+        .target(
+            name: "COpenSSL",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+        .target(
+            name: "CURing",
+            linkerSettings: [.linkedLibrary("uring")]
+        ),
+
+        .target(name: "PushcastCore"),
+        .target(name: "PushcastCommandLine"),
+        .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"]),
+        .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"]),
+        .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"]),
+        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport"]),
+        .executableTarget(
+            name: "pushcast",
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
+        ),
+
+        .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
+        .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
+        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "COpenSSL", "CNGHTTP2"]),
+        .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
+        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
+    ]
+)

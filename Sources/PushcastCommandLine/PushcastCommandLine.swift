@@ -1,0 +1,1 @@
+// PushcastCommandLine: placeholder until the first file lands.

@@ -1,0 +1,53 @@
+// PushcastCore: value types shared by every layer, with no I/O of their own.
+// Time and randomness are injected through the protocols below so that JWT issue times, token
+// buckets, backoff jitter and deadlines can be driven by tests and simulations (design.md 2.7).
+
+/// A monotonic clock in nanoseconds. The real one lives in the reactor (it reads CLOCK_MONOTONIC);
+/// tests use `ManualClock`.
+public protocol MonotonicClock: AnyObject {
+    func nowNanoseconds() -> UInt64
+}
+
+/// A wall clock in seconds since the Unix epoch, for JWT `iat` and expirations.
+public protocol WallClock: AnyObject {
+    func secondsSinceEpoch() -> Int64
+}
+
+/// A clock a test moves by hand. Both monotonic and wall time advance together.
+public final class ManualClock: MonotonicClock, WallClock {
+    public var nanoseconds: UInt64
+    public var epochSecondsAtZero: Int64
+
+    public init(nanoseconds: UInt64 = 0, epochSecondsAtZero: Int64 = 1_800_000_000) {
+        self.nanoseconds = nanoseconds
+        self.epochSecondsAtZero = epochSecondsAtZero
+    }
+
+    public func advance(nanoseconds delta: UInt64) { nanoseconds += delta }
+    public func advance(milliseconds delta: UInt64) { nanoseconds += delta * 1_000_000 }
+    public func nowNanoseconds() -> UInt64 { nanoseconds }
+    public func secondsSinceEpoch() -> Int64 { epochSecondsAtZero + Int64(nanoseconds / 1_000_000_000) }
+}
+
+/// A source of random 64-bit values.
+public protocol RandomSource: AnyObject {
+    func next() -> UInt64
+}
+
+/// SplitMix64: small, fast and seedable, so that a simulation replays exactly.
+public final class SplitMix64: RandomSource {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// A value in 0..<bound, without modulo bias worth caring about for jitter.
+    public func next(below bound: UInt64) -> UInt64 {
+        precondition(bound > 0)
+        return next() % bound
+    }
+}

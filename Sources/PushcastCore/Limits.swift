@@ -1,0 +1,52 @@
+/// Every bound in one place, sized at start-up (design.md 2.4). The relations between them are
+/// checked by `validate()`, which the CLI calls before anything starts.
+public struct Limits: Sendable, Equatable {
+    /// Connections per provider (or per `bench` run).
+    public var connectionsMax: Int = 4
+    /// Local cap on concurrent streams per connection; the peer's SETTINGS may lower it further.
+    public var streamsPerConnectionMax: Int = 1000
+    /// Bytes of HTTP/2 output a connection may hold unsent before it stops producing more
+    /// (h2load backs off at 16 KiB).
+    public var pendingOutputBytesMax: Int = 16 * 1024
+    /// Plaintext is batched into SSL_write calls of up to this size.
+    public var tlsWriteBatchBytes: Int = 16 * 1024
+    /// Per-socket staging buffer for ciphertext waiting to be sent.
+    public var socketSendBufferBytes: Int = 256 * 1024
+    /// Size of each provided receive buffer, and how many there are per worker.
+    public var receiveBufferBytes: Int = 16 * 1024
+    public var receiveBufferCount: Int = 256
+    /// The most response-body bytes kept per stream (APNs error bodies are tiny).
+    public var responseBodyBytesMax: Int = 4096
+    /// The most request-body bytes a server stream accepts.
+    public var requestBodyBytesMax: Int = 8192
+    /// HTTP/2 local flow-control window (per stream and per connection).
+    public var windowBytes: Int32 = 1 << 30
+    /// Liveness: PING after this much silence, and give up if no ACK within the timeout.
+    public var pingIntervalNanoseconds: UInt64 = 30_000_000_000
+    public var pingTimeoutNanoseconds: UInt64 = 10_000_000_000
+    /// Per-request deadline, from submission to the end of the response.
+    public var requestTimeoutNanoseconds: UInt64 = 30_000_000_000
+
+    public init() {}
+
+    public var streamsInFlightMax: Int { connectionsMax * streamsPerConnectionMax }
+
+    public func validate() throws(LimitsError) {
+        guard connectionsMax >= 1 && connectionsMax <= 4096 else { throw LimitsError("connections must be 1...4096") }
+        guard streamsPerConnectionMax >= 1 && streamsPerConnectionMax <= 100_000 else {
+            throw LimitsError("streams must be 1...100000")
+        }
+        guard pendingOutputBytesMax >= 1024 else { throw LimitsError("pending output must be at least 1 KiB") }
+        guard socketSendBufferBytes >= 2 * tlsWriteBatchBytes + 1024 else {
+            throw LimitsError("socket send buffer must hold two TLS write batches")
+        }
+        guard receiveBufferCount > 0 && receiveBufferCount & (receiveBufferCount - 1) == 0 else {
+            throw LimitsError("receive buffer count must be a power of two")
+        }
+    }
+}
+
+public struct LimitsError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,1 @@
+// PushcastMock: placeholder until the first file lands.

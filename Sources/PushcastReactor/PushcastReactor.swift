@@ -1,0 +1,1 @@
+// PushcastReactor: placeholder until the first file lands.

@@ -1,0 +1,1 @@
+// PushcastTransport: placeholder until the first file lands.

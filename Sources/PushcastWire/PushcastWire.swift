@@ -1,0 +1,1 @@
+// PushcastWire: placeholder until the first file lands.
