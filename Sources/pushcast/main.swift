@@ -1,1 +1,43 @@
-print("pushcast")
+// pushcast: the command-line front end. It parses options, wires the modules together and
+// reports; the work happens in PushcastTransport, PushcastMock and the modules below them.
+import Foundation
+import PushcastCommandLine
+
+let group = CommandGroup(
+    name: "pushcast",
+    summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
+    commands: [MockCommand.spec, BenchCommand.spec, DemoCommand.spec])
+
+func runMain(_ arguments: [String]) -> Int32 {
+    do {
+        switch try group.select(arguments) {
+        case .help(let text):
+            Console.out(text.hasSuffix("\n") ? String(text.dropLast()) : text)
+            return ExitStatus.success.rawValue
+        case .command(let spec, let rest):
+            switch try spec.parse(rest) {
+            case .help(let text):
+                Console.out(text.hasSuffix("\n") ? String(text.dropLast()) : text)
+                return ExitStatus.success.rawValue
+            case .arguments(let parsed):
+                switch spec.name {
+                case MockCommand.spec.name: return try MockCommand.run(parsed).rawValue
+                case BenchCommand.spec.name: return try BenchCommand.run(parsed).rawValue
+                case DemoCommand.spec.name: return try DemoCommand.run(parsed).rawValue
+                default: preconditionFailure("unhandled command \(spec.name)")
+                }
+            }
+        }
+    } catch let error as CommandLineError {
+        Console.error(error.description)
+        return error.exitCode
+    } catch let error as CommandFailure {
+        Console.error("pushcast: \(error.description)")
+        return ExitStatus.stopped.rawValue
+    } catch {
+        Console.error("pushcast: \(error)")
+        return ExitStatus.stopped.rawValue
+    }
+}
+
+exit(runMain(Array(CommandLine.arguments.dropFirst())))

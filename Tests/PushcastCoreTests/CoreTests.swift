@@ -27,3 +27,53 @@ final class CoreTests: XCTestCase {
         XCTAssertEqual(Limits().streamsInFlightMax, 4000)
     }
 }
+
+final class LatencyHistogramTests: XCTestCase {
+    func testPercentilesWithinBucketPrecision() {
+        var h = LatencyHistogram()
+        for v in 1...10_000 { h.record(UInt64(v)) }
+        XCTAssertEqual(h.count, 10_000)
+        XCTAssertEqual(h.minimum, 1)
+        XCTAssertEqual(h.maximum, 10_000)
+        let p50 = Double(h.value(atQuantile: 0.5)), p99 = Double(h.value(atQuantile: 0.99))
+        XCTAssertEqual(p50, 5000, accuracy: 5000 * 0.02)
+        XCTAssertEqual(p99, 9900, accuracy: 9900 * 0.02)
+        XCTAssertEqual(h.value(atQuantile: 1.0), h.maximum)
+    }
+
+    func testBucketBoundsAreMonotonic() {
+        var last: UInt64 = 0
+        for i in 1..<(64 * 30) {
+            let b = LatencyHistogram.lowerBound(of: i)
+            XCTAssertGreaterThan(b, last)
+            XCTAssertEqual(LatencyHistogram.index(of: b), i)
+            last = b
+        }
+    }
+
+    func testMergeEqualsRecordingEverything() {
+        var a = LatencyHistogram(), b = LatencyHistogram(), all = LatencyHistogram()
+        for v in stride(from: 3, to: 90_000, by: 7) { a.record(UInt64(v)); all.record(UInt64(v)) }
+        for v in stride(from: 5, to: 2_000_000, by: 13) { b.record(UInt64(v)); all.record(UInt64(v)) }
+        a.merge(b)
+        XCTAssertEqual(a, all)
+        XCTAssertEqual(LatencyHistogram().value(atQuantile: 0.5), 0)
+    }
+}
+
+final class MinHeapTests: XCTestCase {
+    func testPopsInOrderForRandomInput() {
+        let random = SplitMix64(seed: 7)
+        var heap = MinHeap<UInt64>(capacity: 1000, less: <)
+        var all: [UInt64] = []
+        for _ in 0..<1000 {
+            let v = random.next(below: 500)
+            heap.push(v)
+            all.append(v)
+        }
+        var out: [UInt64] = []
+        while let v = heap.pop() { out.append(v) }
+        XCTAssertEqual(out, all.sorted())
+        XCTAssertNil(heap.pop())
+    }
+}

@@ -1,0 +1,39 @@
+# pushcast: top-level tasks. `make test` is what CI runs (see .ci/run).
+#
+#   make deps    check for (and, as root, install) the Debian packages; see scripts/deps.sh
+#   make build   release build
+#   make demo    release build, then run the embedded mock server and send traffic to it
+#   make test    debug build, then the whole test suite (serially: several tests start servers)
+#   make bench   release build, then compare pushcast with h2load and nghttpd (Benchmarks/)
+#   make clean   remove build outputs
+#
+# BENCH_FLAGS passes options to Benchmarks/compare.py, e.g. `make bench BENCH_FLAGS=--quick`.
+
+SWIFT ?= swift
+PYTHON ?= python3
+BENCH_FLAGS ?=
+
+.PHONY: all deps build demo test bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(SWIFT) build -c release
+
+demo: deps
+	$(SWIFT) build -c release
+	.build/release/pushcast demo
+
+test: deps
+	$(SWIFT) build
+	$(SWIFT) test
+
+bench: deps
+	$(SWIFT) build -c release
+	$(PYTHON) Benchmarks/compare.py --pushcast .build/release/pushcast $(BENCH_FLAGS)
+
+clean:
+	rm -rf .build Benchmarks/results/tmp

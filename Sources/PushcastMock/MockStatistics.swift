@@ -1,0 +1,65 @@
+// PushcastMock: the mock push server that the demo, the tests and the benchmarks run against.
+// It runs on the same Wire sessions and reactor as the client, one worker thread per core, and
+// can misbehave on purpose (latency, stream limits, GOAWAY).
+
+import Synchronization
+
+/// Counters of one mock worker. The worker keeps them in plain fields and publishes a copy once
+/// per loop turn, so no lock is taken per request.
+public struct MockStatistics: Sendable, Equatable {
+    public var requests = 0
+    public var statusCounts: [Int: Int] = [:]
+    public var connectionsAccepted = 0
+    public var connectionsOpen = 0
+    public var goAwaysSent = 0
+    /// The most streams seen open at once on any one connection, and the sum over connections of
+    /// each connection's maximum (for "how full did the client keep its connections").
+    public var streamsOpenMax = 0
+    public var streamsOpenMaxSumOverConnections = 0
+    public var streamsOpenMaxPerConnection: [Int] = []
+
+    public init() {}
+
+    public mutating func merge(_ other: MockStatistics) {
+        requests += other.requests
+        for (k, v) in other.statusCounts { statusCounts[k, default: 0] += v }
+        connectionsAccepted += other.connectionsAccepted
+        connectionsOpen += other.connectionsOpen
+        goAwaysSent += other.goAwaysSent
+        streamsOpenMax = max(streamsOpenMax, other.streamsOpenMax)
+        streamsOpenMaxSumOverConnections += other.streamsOpenMaxSumOverConnections
+        streamsOpenMaxPerConnection += other.streamsOpenMaxPerConnection
+    }
+
+    /// One JSON object, hand-written (no Foundation serialisation).
+    public var json: String {
+        let statuses = statusCounts.keys.sorted().map { "\"\($0)\":\(statusCounts[$0]!)" }.joined(separator: ",")
+        let perConnection = streamsOpenMaxPerConnection.prefix(10_000).map(String.init).joined(separator: ",")
+        return "{\"requests\":\(requests),\"status\":{\(statuses)},\"connections_accepted\":\(connectionsAccepted),"
+            + "\"connections_open\":\(connectionsOpen),\"goaways_sent\":\(goAwaysSent),"
+            + "\"max_concurrent_streams\":\(streamsOpenMax),"
+            + "\"max_concurrent_streams_per_connection\":[\(perConnection)]}"
+    }
+}
+
+/// The published counters of every worker, readable from any thread.
+public final class MockStatisticsBoard: Sendable {
+    private final class Slot: Sendable {
+        let statistics = Mutex(MockStatistics())
+    }
+    private let slots: [Slot]
+
+    public init(workers: Int) {
+        slots = (0..<workers).map { _ in Slot() }
+    }
+
+    func publish(worker: Int, _ statistics: MockStatistics) {
+        slots[worker].statistics.withLock { $0 = statistics }
+    }
+
+    public func total() -> MockStatistics {
+        var sum = MockStatistics()
+        for slot in slots { sum.merge(slot.statistics.withLock { $0 }) }
+        return sum
+    }
+}

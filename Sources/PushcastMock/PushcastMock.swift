@@ -1,1 +1,0 @@
-// PushcastMock: placeholder until the first file lands.

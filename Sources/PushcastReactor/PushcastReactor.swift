@@ -1,1 +1,0 @@
-// PushcastReactor: placeholder until the first file lands.

@@ -1,0 +1,293 @@
+import PushcastCore
+import PushcastReactor
+import PushcastWire
+
+/// Settings shared by every client worker of one run.
+public struct ClientConfiguration: Sendable {
+    public var endpoint: Endpoint
+    /// The IP literal to connect to (the endpoint's host, resolved at start-up).
+    public var address: String
+    public var tls: TLSContext
+    public var limits: Limits
+    public var reactor: ReactorConfiguration
+    /// A connection that fails this many times in a row, never having worked, ends the run.
+    public var connectAttemptsMax: Int = 5
+    public var reconnectDelayNanoseconds: UInt64 = 100_000_000
+
+    public init(endpoint: Endpoint, address: String, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
+        self.endpoint = endpoint
+        self.address = address
+        self.tls = tls
+        self.limits = limits
+        self.reactor = reactor
+    }
+}
+
+/// Counters a client worker keeps about its own connections.
+public struct ClientWorkerStatistics: Sendable {
+    public var connectionsOpened = 0
+    public var goAwaysReceived = 0
+    public var connectionsLost = 0
+    public var streamsInFlightMax = 0
+    public init() {}
+}
+
+/// One thread's share of a client run: a reactor and `connectionCount` connections to one
+/// endpoint, kept full from a workload up to each connection's stream allowance.
+public final class ClientWorker {
+    private final class Connection {
+        let index: Int
+        var slot: Slot?
+        var channel: ClientConnection?
+        var draining = false
+        var failuresInRow = 0
+        var everWorked = false
+        var reconnectAtNanoseconds: UInt64? = nil
+        init(index: Int) { self.index = index }
+    }
+
+    private let configuration: ClientConfiguration
+    private let reactor: Reactor
+    private let workload: ClientWorkload
+    private let clock: MonotonicClock
+    private var connections: [Connection]
+    private var bySlot: [UInt32: Connection] = [:]
+    private var inFlight = 0
+    private var fatal: TransportError?
+    public private(set) var statistics = ClientWorkerStatistics()
+
+    public init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: MonotonicClock) throws(TransportError) {
+        precondition(connectionCount >= 1)
+        self.configuration = configuration
+        self.workload = workload
+        self.clock = clock
+        do { reactor = try Reactor(configuration: configuration.reactor) } catch {
+            throw TransportError("cannot start the I/O reactor: \(error)")
+        }
+        connections = (0..<connectionCount).map { Connection(index: $0) }
+    }
+
+    public var backendKind: IOBackendKind { reactor.backendKind }
+
+    /// Runs until the workload is exhausted and every request has its answer, or a fatal error.
+    public func run() throws(TransportError) {
+        for c in connections { open(c) }
+        while true {
+            if let fatal { abandonAll(); throw fatal }
+            fill()
+            flush()
+            if workload.isExhausted && inFlight == 0 {
+                closeAll()
+                return
+            }
+            let timeout = pollTimeout()
+            do {
+                try reactor.poll(timeoutNanoseconds: timeout) { event in self.handle(event) }
+            } catch {
+                throw TransportError("I/O failed: \(error)")
+            }
+            tick()
+        }
+    }
+
+    // MARK: - Connections
+
+    private func open(_ c: Connection) {
+        c.reconnectAtNanoseconds = nil
+        c.draining = false
+        do {
+            let slot = try reactor.connect(host: configuration.address, port: configuration.endpoint.port)
+            c.slot = slot
+            bySlot[slot.index] = c
+        } catch {
+            connectionFailed(c, reason: "connect to \(configuration.endpoint): \(error)")
+        }
+    }
+
+    private func connectionFailed(_ c: Connection, reason: String) {
+        c.failuresInRow += 1
+        if !c.everWorked && c.failuresInRow >= configuration.connectAttemptsMax {
+            fatal = TransportError(reason)
+            return
+        }
+        let backoff = configuration.reconnectDelayNanoseconds << UInt64(min(c.failuresInRow - 1, 6))
+        c.reconnectAtNanoseconds = clock.nowNanoseconds() + backoff
+    }
+
+    /// The socket under `c` is gone (closed by either side, or failed).
+    private func detach(_ c: Connection, reason: String?) {
+        if let slot = c.slot { bySlot[slot.index] = nil }
+        c.slot = nil
+        if let channel = c.channel {
+            channel.session.connectionLost()
+            drainEvents(c, channel)
+            c.channel = nil
+            statistics.connectionsLost += reason == nil ? 0 : 1
+        }
+        if !(workload.isExhausted && inFlight == 0) {
+            if let reason, !c.everWorked {
+                connectionFailed(c, reason: reason)
+            } else {
+                c.reconnectAtNanoseconds = clock.nowNanoseconds() + (reason == nil ? 0 : configuration.reconnectDelayNanoseconds)
+            }
+        }
+    }
+
+    private func closeAll() {
+        for c in connections {
+            guard let slot = c.slot else { continue }
+            if let channel = c.channel {
+                channel.shutdown()
+                _ = reactor.stage(slot) { channel.produceCiphertext(into: $0) }
+            }
+            // Give the close_notify one turn to go out; then close.
+            try? reactor.poll(timeoutNanoseconds: 0) { _ in }
+            reactor.close(slot)
+            bySlot[slot.index] = nil
+            c.slot = nil
+            c.channel = nil
+        }
+    }
+
+    private func abandonAll() {
+        for c in connections {
+            if let slot = c.slot { reactor.close(slot) }
+            c.slot = nil
+            if let channel = c.channel {
+                channel.session.connectionLost()
+                drainEvents(c, channel)
+            }
+            c.channel = nil
+        }
+    }
+
+    // MARK: - The loop
+
+    private func fill() {
+        for c in connections {
+            guard let channel = c.channel, channel.isHandshakeComplete, !c.draining else { continue }
+            let http2 = channel.session
+            while http2.canOpenStream, let next = workload.nextRequest() {
+                guard http2.submit(next.request, tag: next.tag) != nil else {
+                    // canOpenStream said yes; a refusal here is a broken invariant in the session.
+                    preconditionFailure("HTTP2ClientSession refused a stream it said it could open")
+                }
+                inFlight += 1
+            }
+            let open = http2.streamsOpen
+            if open > statistics.streamsInFlightMax { statistics.streamsInFlightMax = open }
+        }
+    }
+
+    private func flush() {
+        for c in connections {
+            guard let slot = c.slot, let channel = c.channel else { continue }
+            while channel.wantsWrite && reactor.stageCapacity(slot) > 0 {
+                let n = reactor.stage(slot) { channel.produceCiphertext(into: $0) }
+                if n == 0 { break }
+            }
+        }
+    }
+
+    private func pollTimeout() -> UInt64? {
+        var earliest: UInt64? = workload.nextReadyNanoseconds
+        for c in connections {
+            if let t = c.reconnectAtNanoseconds { earliest = min(earliest ?? t, t) }
+            if let t = c.channel?.session.nextDeadlineNanoseconds { earliest = min(earliest ?? t, t) }
+        }
+        guard let earliest else { return nil }
+        let now = clock.nowNanoseconds()
+        return earliest > now ? earliest - now : 0
+    }
+
+    private func tick() {
+        let now = clock.nowNanoseconds()
+        for c in connections {
+            if let at = c.reconnectAtNanoseconds, at <= now, c.slot == nil {
+                if workload.isExhausted && inFlight == 0 { c.reconnectAtNanoseconds = nil } else { open(c) }
+            }
+            if let channel = c.channel {
+                channel.session.tick()
+                drainEvents(c, channel)
+            }
+        }
+    }
+
+    private func handle(_ event: ReactorEvent) {
+        switch event {
+        case .connected(let slot):
+            guard let c = bySlot[slot.index], c.slot == slot else { return }
+            do {
+                c.channel = try ClientConnection(
+                    context: configuration.tls, serverName: configuration.endpoint.host,
+                    limits: configuration.limits, clock: clock)
+                statistics.connectionsOpened += 1
+            } catch {
+                fatal = TransportError("cannot set up a connection: \(error)")
+            }
+        case .connectFailed(let slot, let errno):
+            guard let c = bySlot[slot.index], c.slot == slot else { return }
+            bySlot[slot.index] = nil
+            c.slot = nil
+            connectionFailed(c, reason: "cannot connect to \(configuration.endpoint): \(describeErrno(errno))")
+        case .received(let slot, let bytes):
+            guard let c = bySlot[slot.index], c.slot == slot, let channel = c.channel else { return }
+            let wasComplete = channel.isHandshakeComplete
+            do {
+                try channel.receivedCiphertext(bytes)
+            } catch {
+                if case .tls(let tlsError) = error, !wasComplete {
+                    // A handshake that fails on verification or ALPN will fail the same way again.
+                    fatal = TransportError("TLS handshake with \(configuration.endpoint) failed: \(tlsError.description)")
+                }
+                reactor.close(slot)
+                detach(c, reason: error.description)
+                return
+            }
+            if channel.isHandshakeComplete && !c.everWorked {
+                c.everWorked = true
+                c.failuresInRow = 0
+            }
+            drainEvents(c, channel)
+        case .writable:
+            break  // flush() runs every turn
+        case .closed(let slot, let errno):
+            guard let c = bySlot[slot.index], c.slot == slot else { return }
+            detach(c, reason: errno == 0 && c.draining ? nil : "connection closed: \(describeErrno(errno))")
+        case .accepted, .timer, .fileWritten:
+            break
+        }
+    }
+
+    private func drainEvents(_ c: Connection, _ channel: ClientConnection) {
+        var closeNow = false
+        channel.session.takeEvents { event in
+            switch event {
+            case .response(let tag, let response):
+                inFlight -= 1
+                workload.received(tag: tag, response: response)
+            case .failed(let tag, let failure):
+                inFlight -= 1
+                workload.failed(tag: tag, failure: failure)
+            case .goAway:
+                statistics.goAwaysReceived += 1
+                c.draining = true
+            case .settingsChanged:
+                break
+            case .pingTimedOut:
+                closeNow = true
+            case .closed:
+                closeNow = true
+            }
+        }
+        if c.draining && channel.session.streamsOpen == 0 { closeNow = true }
+        if closeNow, let slot = c.slot, c.channel === channel {
+            // Send what is queued (GOAWAY, close_notify) and go; the next connection starts fresh.
+            channel.shutdown()
+            _ = reactor.stage(slot) { channel.produceCiphertext(into: $0) }
+            reactor.close(slot)
+            c.draining = true
+            detach(c, reason: nil)
+        }
+    }
+}

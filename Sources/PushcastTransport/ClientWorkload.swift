@@ -1,0 +1,25 @@
+import PushcastWire
+
+/// What a client worker sends, and who hears the answers. One instance per worker, used only on
+/// that worker's thread. Every request handed out ends in exactly one `received` or `failed`
+/// call; a workload that wants to retry hands the request out again later.
+public protocol ClientWorkload: AnyObject {
+    /// The next request to send now, or nil when none is ready (more may come later).
+    func nextRequest() -> (request: HTTP2Request, tag: UInt64)?
+    /// A complete response for the request with this tag.
+    func received(tag: UInt64, response: HTTP2Response)
+    /// The request with this tag ended without a response; `failure.isSafeToRetry` says whether the
+    /// server never processed it.
+    func failed(tag: UInt64, failure: HTTP2StreamFailure)
+    /// True when no request will ever come again and none is waiting for a retry.
+    var isExhausted: Bool { get }
+    /// The earliest time (monotonic ns) at which a request not ready now becomes ready (a retry
+    /// back-off, a rate limit), so the worker can sleep until then. Nil when nothing waits.
+    var nextReadyNanoseconds: UInt64? { get }
+}
+
+/// Why a client run stopped early.
+public struct TransportError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,59 @@
+// PushcastTransport: where the sans-I/O wire sessions meet the reactor. A worker owns one
+// reactor (one thread, one ring) and the connections on it; it moves bytes between sockets and
+// sessions and hands the session's events, as values, to a workload or a responder. No locks on
+// the hot path: workers share nothing but their start-up configuration.
+
+/// Where to connect: an `https://host:port` URL, split.
+public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    /// The host as written (a name or an IP literal); used for SNI, verification and :authority.
+    public var host: String
+    public var port: UInt16
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `https://host[:port]` (port 443 by default). IPv6 literals go in brackets.
+    public init(url: String) throws(EndpointError) {
+        guard url.hasPrefix("https://") else { throw EndpointError("endpoint must start with https://: \(url)") }
+        var rest = Substring(url.dropFirst("https://".count))
+        if let slash = rest.firstIndex(of: "/") {
+            guard rest[slash...] == "/" else { throw EndpointError("endpoint must not have a path: \(url)") }
+            rest = rest[..<slash]
+        }
+        var hostPart = rest
+        var portPart: Substring? = nil
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw EndpointError("unclosed IPv6 bracket: \(url)") }
+            hostPart = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if after.hasPrefix(":") { portPart = after.dropFirst() } else if !after.isEmpty {
+                throw EndpointError("bad endpoint: \(url)")
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            hostPart = rest[..<colon]
+            portPart = rest[rest.index(after: colon)...]
+        }
+        guard !hostPart.isEmpty else { throw EndpointError("endpoint has no host: \(url)") }
+        var port: UInt16 = 443
+        if let portPart {
+            guard let p = UInt16(portPart), p > 0 else { throw EndpointError("bad port in endpoint: \(url)") }
+            port = p
+        }
+        self.init(host: String(hostPart), port: port)
+    }
+
+    /// The `:authority` pseudo-header value.
+    public var authority: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return port == 443 ? h : "\(h):\(port)"
+    }
+
+    public var description: String { "https://\(authority)" }
+}
+
+public struct EndpointError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

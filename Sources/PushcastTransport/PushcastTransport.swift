@@ -1,1 +1,0 @@
-// PushcastTransport: placeholder until the first file lands.

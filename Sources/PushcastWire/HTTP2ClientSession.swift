@@ -1,0 +1,573 @@
+// HTTP2ClientSession: the client role of HTTP/2 over nghttp2's mem_recv/mem_send, with no I/O.
+// Plaintext bytes go in through `receive`, plaintext bytes come out of `produce`, time comes in
+// through `tick`, and what happened comes out of `takeEvents` as values.
+//
+// nghttp2's callbacks capture nothing; they reach this object through `user_data` and only
+// record state and events (design.md 2.3). Per-stream state lives in a fixed slab of slots sized
+// at init from `Limits.streamsPerConnectionMax`; the slot number travels as nghttp2's stream
+// user data. Active slots are also threaded on a list in submission order: every stream gets the
+// same timeout, so the list head always holds the earliest deadline.
+
+import CNGHTTP2
+import PushcastCore
+
+public final class HTTP2ClientSession {
+    // MARK: State
+
+    /// Where the connection stands. New streams open only while `.open` (RFC 9113 §6.8).
+    enum Lifecycle: Equatable {
+        case open
+        /// GOAWAY received, or `close()` called: open streams finish, no new ones start.
+        case draining
+        case closed
+    }
+
+    struct Slot {
+        enum State: Equatable {
+            case free
+            /// Submitted; HEADERS not yet serialized by mem_send.
+            case queued
+            /// HEADERS serialized; `headersOutputOffset` says where its first byte lies.
+            case sent
+        }
+
+        var state: State = .free
+        var streamID: Int32 = 0
+        var tag: UInt64 = 0
+        var deadlineNanoseconds: UInt64 = 0
+        /// Submission-order list of active slots, or the free list (through `next`).
+        var previous: Int = -1
+        var next: Int = -1
+        /// Offset in the session's output byte count of the HEADERS frame's first byte.
+        var headersOutputOffset: Int64 = -1
+        var unsentHeaderBytes = 0
+        var requestBody: [UInt8] = []
+        var requestBodyOffset = 0
+        var status = 0
+        var responseHeaders: [HTTP2Header] = []
+        var responseBody: [UInt8] = []
+        var responseBodyTruncated = false
+        var responseComplete = false
+    }
+
+    private let limits: Limits
+    private let clock: MonotonicClock
+    private var session: OpaquePointer!
+    private let slots: UnsafeMutablePointer<Slot>
+    private let slotCapacity: Int
+    private var freeSlot = -1
+    private var oldestSlot = -1
+    private var newestSlot = -1
+    public private(set) var streamsOpen = 0
+
+    private var lifecycle = Lifecycle.open
+    private var closeRequested = false
+    private var terminateSubmitted = false
+    private var goAwayLastStreamID: Int32?
+    private var peerMaxConcurrentStreams: Int
+    private var connectionErrorText: String?
+
+    private var events: [HTTP2ClientEvent] = []
+    private var drainingEvents: [HTTP2ClientEvent] = []
+
+    private let headerBlock = HTTP2HeaderBlockBuilder()
+    private var remainder = HTTP2OutputRemainder()
+    /// Bytes returned by mem_send so far, and bytes handed to the caller by `produce` so far.
+    private var outputGenerated: Int64 = 0
+    private var outputHandedOut: Int64 = 0
+    /// Header and body bytes submitted but not yet serialized by mem_send.
+    private var outputQueuedBytes = 0
+
+    private var lastReceiveNanoseconds: UInt64
+    private var pingSentNanoseconds: UInt64?
+    private var pingCounter: UInt64 = 0
+
+    // MARK: Init
+
+    public init(limits: Limits, clock: MonotonicClock) throws(HTTP2Error) {
+        precondition(limits.streamsPerConnectionMax >= 1)
+        self.limits = limits
+        self.clock = clock
+        slotCapacity = limits.streamsPerConnectionMax
+        slots = .allocate(capacity: slotCapacity)
+        slots.initialize(repeating: Slot(), count: slotCapacity)
+        for index in 0..<slotCapacity { slots[index].next = index + 1 < slotCapacity ? index + 1 : -1 }
+        freeSlot = 0
+        // nghttp2 assumes 100 until the peer's first SETTINGS; assume no more than our own cap.
+        peerMaxConcurrentStreams = min(100, limits.streamsPerConnectionMax)
+        lastReceiveNanoseconds = clock.nowNanoseconds()
+        events.reserveCapacity(slotCapacity + 16)
+        drainingEvents.reserveCapacity(slotCapacity + 16)
+
+        var callbacks: OpaquePointer?
+        var rv = nghttp2_session_callbacks_new(&callbacks)
+        guard rv == 0, let callbacks else { throw HTTP2Error(code: Int(rv), "nghttp2_session_callbacks_new") }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        Self.install(callbacks)
+
+        var option: OpaquePointer?
+        rv = nghttp2_option_new(&option)
+        guard rv == 0, let option else { throw HTTP2Error(code: Int(rv), "nghttp2_option_new") }
+        defer { nghttp2_option_del(option) }
+        nghttp2_option_set_peer_max_concurrent_streams(option, UInt32(peerMaxConcurrentStreams))
+
+        var created: OpaquePointer?
+        rv = nghttp2_session_client_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        guard rv == 0, let created else { throw HTTP2Error(code: Int(rv), "nghttp2_session_client_new2") }
+        session = created
+
+        // RFC 9113 §3.4: the preface is the magic (added by nghttp2) and a SETTINGS frame.
+        var settings = [
+            nghttp2_settings_entry(settings_id: NG.settingsEnablePush, value: 0),
+            nghttp2_settings_entry(settings_id: NG.settingsInitialWindowSize, value: UInt32(limits.windowBytes)),
+        ]
+        rv = nghttp2_submit_settings(session, NG.flagNone, &settings, settings.count)
+        guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_submit_settings") }
+        if limits.windowBytes > NG.defaultWindowBytes {
+            rv = nghttp2_session_set_local_window_size(session, NG.flagNone, 0, limits.windowBytes)
+            guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_session_set_local_window_size") }
+        }
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+        slots.deinitialize(count: slotCapacity)
+        slots.deallocate()
+        remainder.deallocate()
+    }
+
+    // MARK: Capacity
+
+    /// min(our cap, the peer's SETTINGS_MAX_CONCURRENT_STREAMS); 0 once draining or closed.
+    public var streamsAllowed: Int {
+        guard lifecycle == .open else { return 0 }
+        let peer = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+        return min(limits.streamsPerConnectionMax, peer)
+    }
+
+    /// Bytes the caller has not yet pulled: submitted but unserialized, plus the held remainder.
+    public var outputPendingBytes: Int { outputQueuedBytes + remainder.count }
+
+    public var canOpenStream: Bool {
+        lifecycle == .open && streamsOpen < streamsAllowed && outputPendingBytes <= limits.pendingOutputBytesMax
+            && nghttp2_session_check_request_allowed(session) != 0
+    }
+
+    public var isGoingAway: Bool { lifecycle != .open }
+    public var isClosed: Bool { lifecycle == .closed }
+
+    // MARK: Requests
+
+    /// Opens a stream for `request`; nil when `canOpenStream` is false. The deadline is now plus
+    /// `Limits.requestTimeoutNanoseconds`.
+    public func submit(_ request: HTTP2Request, tag: UInt64) -> Int32? {
+        guard canOpenStream else { return nil }
+        let index = freeSlot
+        precondition(index >= 0, "streamsAllowed never exceeds the slab")
+
+        var headerBytes = request.method.utf8.count + request.scheme.utf8.count
+            + request.authority.utf8.count + request.path.utf8.count
+        for header in request.headers { headerBytes += header.name.utf8.count + header.value.utf8.count }
+        headerBlock.begin(fieldCount: 4 + request.headers.count, byteCount: headerBytes)
+        headerBlock.append(.method, request.method)
+        headerBlock.append(.scheme, request.scheme)
+        headerBlock.append(.authority, request.authority)
+        headerBlock.append(.path, request.path)
+        for header in request.headers { headerBlock.append(header) }
+
+        let streamID: Int32
+        if request.body.isEmpty {
+            streamID = nghttp2_submit_request(session, nil, headerBlock.fields, headerBlock.count, nil, NG.userData(slot: index))
+        } else {
+            var provider = nghttp2_data_provider()
+            provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
+                Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+                    .readRequestBody(streamID: streamID, into: buffer!, length: length, flags: flags!)
+            }
+            streamID = nghttp2_submit_request(session, nil, headerBlock.fields, headerBlock.count, &provider, NG.userData(slot: index))
+        }
+        guard streamID > 0 else { return nil }
+
+        freeSlot = slots[index].next
+        // Back-pressure estimate: HPACK output is at most about the raw field bytes, plus the
+        // 9-byte frame header (RFC 9113 §4.1).
+        let estimatedHeaderBytes = headerBytes + 9
+        slots[index] = Slot(
+            state: .queued, streamID: streamID, tag: tag,
+            deadlineNanoseconds: clock.nowNanoseconds() &+ limits.requestTimeoutNanoseconds,
+            previous: newestSlot, next: -1,
+            unsentHeaderBytes: estimatedHeaderBytes,
+            requestBody: request.body)
+        if newestSlot >= 0 { slots[newestSlot].next = index } else { oldestSlot = index }
+        newestSlot = index
+        streamsOpen += 1
+        outputQueuedBytes += estimatedHeaderBytes + request.body.count
+        return streamID
+    }
+
+    // MARK: Bytes
+
+    /// Feeds plaintext from the peer. A connection error (ours to detect or nghttp2's) throws,
+    /// fails every open stream and closes the session.
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error) {
+        guard lifecycle != .closed else { throw HTTP2Error("receive on a closed HTTP/2 client session") }
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        lastReceiveNanoseconds = clock.nowNanoseconds()
+        let rv = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if rv < 0 {
+            let error = HTTP2Error(code: rv, "nghttp2_session_mem_recv")
+            abandon()
+            throw error
+        }
+        // nghttp2 answers most connection errors (RFC 9113 §5.4.1) by queueing GOAWAY and
+        // ignoring further input; request permission is the public trace of that.
+        let idsLeft = nghttp2_session_get_next_stream_id(session) <= UInt32(Int32.max)
+        if goAwayLastStreamID == nil && !terminateSubmitted && idsLeft && nghttp2_session_check_request_allowed(session) == 0 {
+            let error = HTTP2Error("HTTP/2 connection error: \(connectionErrorText ?? "peer violated the protocol")")
+            abandon()
+            throw error
+        }
+        finishIfDone()
+    }
+
+    public var wantsWrite: Bool {
+        guard lifecycle != .closed else { return false }
+        return !remainder.isEmpty || nghttp2_session_want_write(session) != 0
+    }
+
+    /// Copies up to `buffer.count` bytes of output into `buffer`; returns how many.
+    public func produce(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard lifecycle != .closed, buffer.count > 0 else { return 0 }
+        var written = remainder.drain(into: buffer, at: 0)
+        while written < buffer.count && remainder.isEmpty {
+            var chunk: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &chunk)
+            if n < 0 {
+                connectionErrorText = HTTP2Error(code: n, "nghttp2_session_mem_send").description
+                outputHandedOut += Int64(written)
+                abandon()
+                return written
+            }
+            guard n > 0, let chunk else { break }
+            outputGenerated += Int64(n)
+            let fits = min(n, buffer.count - written)
+            (buffer.baseAddress! + written).copyMemory(from: chunk, byteCount: fits)
+            written += fits
+            if fits < n { remainder.store(UnsafeRawBufferPointer(start: chunk + fits, count: n - fits)) }
+        }
+        outputHandedOut += Int64(written)
+        finishIfDone()
+        return written
+    }
+
+    // MARK: Time
+
+    /// Fires request deadlines, sends a PING after `pingIntervalNanoseconds` without input, and
+    /// declares the connection dead after `pingTimeoutNanoseconds` without the ACK.
+    public func tick() {
+        guard lifecycle != .closed else { return }
+        let now = clock.nowNanoseconds()
+        while oldestSlot >= 0 && slots[oldestSlot].deadlineNanoseconds <= now {
+            let index = oldestSlot
+            nghttp2_submit_rst_stream(session, NG.flagNone, slots[index].streamID, NG.cancel)
+            finish(index, .failed(tag: slots[index].tag, .deadlineExceeded))
+        }
+        if let sent = pingSentNanoseconds {
+            if now &- sent >= limits.pingTimeoutNanoseconds {
+                events.append(.pingTimedOut)
+                abandon()
+                return
+            }
+        } else if now &- lastReceiveNanoseconds >= limits.pingIntervalNanoseconds {
+            pingCounter &+= 1
+            var opaque = pingCounter.bigEndian
+            let rv = withUnsafeBytes(of: &opaque) { nghttp2_submit_ping(session, NG.flagNone, $0.bindMemory(to: UInt8.self).baseAddress) }
+            if rv == 0 { pingSentNanoseconds = now }
+        }
+        finishIfDone()
+    }
+
+    /// The earliest time at which `tick()` has work; nil once closed.
+    public var nextDeadlineNanoseconds: UInt64? {
+        guard lifecycle != .closed else { return nil }
+        let liveness: UInt64
+        if let sent = pingSentNanoseconds {
+            liveness = sent &+ limits.pingTimeoutNanoseconds
+        } else {
+            liveness = lastReceiveNanoseconds &+ limits.pingIntervalNanoseconds
+        }
+        guard oldestSlot >= 0 else { return liveness }
+        return min(liveness, slots[oldestSlot].deadlineNanoseconds)
+    }
+
+    // MARK: Lifecycle
+
+    /// The transport died. Streams with no byte handed out become `.notSent`, the others
+    /// `.connectionLost`; then `.closed`.
+    public func connectionLost() {
+        guard lifecycle != .closed else { return }
+        abandon()
+    }
+
+    /// Graceful close: no new streams; GOAWAY(NO_ERROR) once the open ones finish; then `.closed`.
+    public func close() {
+        guard lifecycle != .closed else { return }
+        closeRequested = true
+        if lifecycle == .open { lifecycle = .draining }
+        finishIfDone()
+    }
+
+    /// Hands every recorded event to `body`, in order. `body` may call back into the session.
+    public func takeEvents(_ body: (HTTP2ClientEvent) -> Void) {
+        while !events.isEmpty {
+            swap(&events, &drainingEvents)
+            for event in drainingEvents { body(event) }
+            drainingEvents.removeAll(keepingCapacity: true)
+        }
+    }
+
+    // MARK: Internals
+
+    /// Ends the stream in slot `index` with `event`, and returns the slot to the free list.
+    private func finish(_ index: Int, _ event: HTTP2ClientEvent) {
+        let slot = slots + index
+        precondition(slot.pointee.state != .free)
+        events.append(event)
+        outputQueuedBytes -= slot.pointee.unsentHeaderBytes + (slot.pointee.requestBody.count - slot.pointee.requestBodyOffset)
+        // nghttp2 may still hold the stream (an RST_STREAM not yet sent): make it forget the slot.
+        nghttp2_session_set_stream_user_data(session, slot.pointee.streamID, nil)
+        let previous = slot.pointee.previous
+        let next = slot.pointee.next
+        if previous >= 0 { slots[previous].next = next } else { oldestSlot = next }
+        if next >= 0 { slots[next].previous = previous } else { newestSlot = previous }
+        slot.pointee = Slot(next: freeSlot)
+        freeSlot = index
+        streamsOpen -= 1
+    }
+
+    /// The slot of an active stream, checked against the stream id so that a stale pointer from
+    /// nghttp2 can never reach a reused slot.
+    @inline(__always)
+    private func slotIndex(streamID: Int32) -> Int? {
+        if let index = NG.slot(userData: nghttp2_session_get_stream_user_data(session, streamID)),
+           index < slotCapacity, slots[index].state != .free, slots[index].streamID == streamID {
+            return index
+        }
+        return nil
+    }
+
+    /// The slow path for frames of streams nghttp2 never opened (their HEADERS were not sent).
+    private func slotIndexByScan(streamID: Int32) -> Int? {
+        var index = oldestSlot
+        while index >= 0 {
+            if slots[index].streamID == streamID { return index }
+            index = slots[index].next
+        }
+        return nil
+    }
+
+    private func failureForLostConnection(_ index: Int) -> HTTP2StreamFailure {
+        let offset = slots[index].headersOutputOffset
+        return offset >= 0 && outputHandedOut > offset ? .connectionLost : .notSent
+    }
+
+    /// The connection is unusable: fail every open stream in submission order, then `.closed`.
+    private func abandon() {
+        guard lifecycle != .closed else { return }
+        while oldestSlot >= 0 {
+            let index = oldestSlot
+            finish(index, .failed(tag: slots[index].tag, failureForLostConnection(index)))
+        }
+        lifecycle = .closed
+        remainder.discard()
+        events.append(.closed)
+    }
+
+    /// Streams above a GOAWAY's last-stream-id were not processed (RFC 9113 §6.8), including
+    /// those still queued in nghttp2, which it would otherwise drop without a stream close.
+    private func failStreamsAbove(_ lastStreamID: Int32) {
+        var index = oldestSlot
+        while index >= 0 {
+            let next = slots[index].next
+            if slots[index].streamID > lastStreamID {
+                finish(index, .failed(tag: slots[index].tag, .goAwayUnprocessed))
+            }
+            index = next
+        }
+    }
+
+    private func finishIfDone() {
+        guard lifecycle != .closed else { return }
+        if closeRequested && !terminateSubmitted && streamsOpen == 0 {
+            terminateSubmitted = true
+            nghttp2_session_terminate_session(session, NG.noError)
+        }
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 && remainder.isEmpty {
+            abandon()
+        }
+    }
+
+    // MARK: Callback targets (record and return; design.md 2.3)
+
+    fileprivate func readRequestBody(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
+                                     flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let index = slotIndex(streamID: streamID) else { return NG.temporalCallbackFailure }
+        let slot = slots + index
+        let remaining = slot.pointee.requestBody.count - slot.pointee.requestBodyOffset
+        let n = min(remaining, length)
+        if n > 0 {
+            slot.pointee.requestBody.withUnsafeBufferPointer { body in
+                buffer.update(from: body.baseAddress! + slot.pointee.requestBodyOffset, count: n)
+            }
+            slot.pointee.requestBodyOffset += n
+            outputQueuedBytes -= n
+        }
+        if slot.pointee.requestBodyOffset == slot.pointee.requestBody.count {
+            flags.pointee |= NG.dataFlagEOF
+        }
+        return n
+    }
+
+    fileprivate func beforeFrameSend(_ frame: UnsafePointer<nghttp2_frame>) {
+        guard frame.pointee.hd.type == NG.frameHeaders,
+              let index = slotIndex(streamID: frame.pointee.hd.stream_id),
+              slots[index].state == .queued else { return }
+        // mem_send returns one frame per call, so this frame starts at the current output count.
+        slots[index].state = .sent
+        slots[index].headersOutputOffset = outputGenerated
+        outputQueuedBytes -= slots[index].unsentHeaderBytes
+        slots[index].unsentHeaderBytes = 0
+    }
+
+    fileprivate func frameNotSent(_ frame: UnsafePointer<nghttp2_frame>, error: Int32) {
+        guard frame.pointee.hd.type == NG.frameHeaders else { return }
+        let streamID = frame.pointee.hd.stream_id
+        guard let index = slotIndex(streamID: streamID) ?? slotIndexByScan(streamID: streamID) else { return }
+        let failure: HTTP2StreamFailure
+        if let last = goAwayLastStreamID, streamID > last {
+            failure = .goAwayUnprocessed
+        } else if slots[index].state == .queued {
+            failure = .notSent
+        } else {
+            failure = .connectionLost
+        }
+        finish(index, .failed(tag: slots[index].tag, failure))
+    }
+
+    fileprivate func header(streamID: Int32, name: UnsafePointer<UInt8>?, nameLength: Int,
+                            value: UnsafePointer<UInt8>?, valueLength: Int) {
+        guard let index = slotIndex(streamID: streamID), let name, nameLength > 0 else { return }
+        let slot = slots + index
+        if name[0] == 0x3A {  // ':'
+            if bytesEqual(name, nameLength, ":status"), let value, valueLength == 3 {
+                slot.pointee.status = Int(value[0] &- 0x30) * 100 + Int(value[1] &- 0x30) * 10 + Int(value[2] &- 0x30)
+            }
+            return
+        }
+        guard slot.pointee.responseHeaders.count < HTTP2Response.headersKeptMax else { return }
+        slot.pointee.responseHeaders.append(HTTP2Header(makeString(name, nameLength), makeString(value, valueLength)))
+    }
+
+    fileprivate func dataChunk(streamID: Int32, data: UnsafePointer<UInt8>?, length: Int) {
+        guard let index = slotIndex(streamID: streamID), let data, length > 0 else { return }
+        let slot = slots + index
+        let room = limits.responseBodyBytesMax - slot.pointee.responseBody.count
+        if length > room { slot.pointee.responseBodyTruncated = true }
+        let kept = min(room, length)
+        if kept > 0 { slot.pointee.responseBody.append(contentsOf: UnsafeBufferPointer(start: data, count: kept)) }
+    }
+
+    fileprivate func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let hd = frame.pointee.hd
+        switch hd.type {
+        case NG.frameHeaders, NG.frameData:
+            if hd.flags & NG.flagEndStream != 0, let index = slotIndex(streamID: hd.stream_id) {
+                slots[index].responseComplete = true
+            }
+        case NG.frameSettings:
+            guard hd.flags & NG.flagAck == 0 else { return }
+            let value = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+            if value != peerMaxConcurrentStreams {
+                peerMaxConcurrentStreams = value
+                events.append(.settingsChanged(maxConcurrentStreams: value))
+            }
+        case NG.framePing:
+            if hd.flags & NG.flagAck != 0 { pingSentNanoseconds = nil }
+        case NG.frameGoAway:
+            let goAway = frame.pointee.goaway
+            let last = goAwayLastStreamID.map { min($0, goAway.last_stream_id) } ?? goAway.last_stream_id
+            goAwayLastStreamID = last
+            if lifecycle == .open { lifecycle = .draining }
+            let debugData = makeString(goAway.opaque_data, min(goAway.opaque_data_len, 1024))
+            events.append(.goAway(lastStreamID: goAway.last_stream_id, errorCode: goAway.error_code, debugData: debugData))
+            failStreamsAbove(last)
+        default:
+            return
+        }
+    }
+
+    fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
+        guard let index = slotIndex(streamID: streamID) else { return }
+        let slot = slots + index
+        if slot.pointee.responseComplete {
+            var headers: [HTTP2Header] = []
+            var body: [UInt8] = []
+            swap(&headers, &slot.pointee.responseHeaders)
+            swap(&body, &slot.pointee.responseBody)
+            let response = HTTP2Response(status: slot.pointee.status, headers: headers, body: body,
+                                         bodyTruncated: slot.pointee.responseBodyTruncated)
+            finish(index, .response(tag: slot.pointee.tag, response))
+            return
+        }
+        let failure: HTTP2StreamFailure
+        if let last = goAwayLastStreamID, streamID > last {
+            failure = .goAwayUnprocessed
+        } else if errorCode == NG.refusedStream {
+            failure = .refusedStream
+        } else {
+            failure = .reset(errorCode: errorCode)
+        }
+        finish(index, .failed(tag: slot.pointee.tag, failure))
+    }
+
+    fileprivate func connectionError(_ text: String) {
+        if connectionErrorText == nil { connectionErrorText = text }
+    }
+
+    // MARK: Callback table
+
+    private static func install(_ callbacks: OpaquePointer) {
+        nghttp2_session_callbacks_set_before_frame_send_callback(callbacks) { _, frame, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue().beforeFrameSend(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, error, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue().frameNotSent(frame!, error: error)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+                .header(streamID: frame!.pointee.hd.stream_id, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+                .dataChunk(streamID: streamID, data: data, length: length)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue().frameReceived(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+                .streamClosed(streamID: streamID, errorCode: errorCode)
+            return 0
+        }
+        nghttp2_session_callbacks_set_error_callback2(callbacks) { _, code, message, length, userData in
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+                .connectionError("\(makeString(UnsafeRawPointer(message)?.assumingMemoryBound(to: UInt8.self), length)) (\(code))")
+            return 0
+        }
+    }
+}

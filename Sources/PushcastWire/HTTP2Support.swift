@@ -1,0 +1,231 @@
+// Internal helpers shared by HTTP2ClientSession and HTTP2ServerSession: a reusable nghttp2_nv
+// builder (no allocation per request once warm), the owned remainder of a mem_send chunk, and
+// the nghttp2 constants as the integer types the C callbacks use.
+
+import CNGHTTP2
+
+// MARK: - nghttp2 constants, typed for the callbacks
+
+enum NG {
+    static let frameData = UInt8(NGHTTP2_DATA.rawValue)
+    static let frameHeaders = UInt8(NGHTTP2_HEADERS.rawValue)
+    static let frameRSTStream = UInt8(NGHTTP2_RST_STREAM.rawValue)
+    static let frameSettings = UInt8(NGHTTP2_SETTINGS.rawValue)
+    static let framePing = UInt8(NGHTTP2_PING.rawValue)
+    static let frameGoAway = UInt8(NGHTTP2_GOAWAY.rawValue)
+    static let flagEndStream = UInt8(NGHTTP2_FLAG_END_STREAM.rawValue)
+    static let flagAck = UInt8(NGHTTP2_FLAG_ACK.rawValue)
+    static let noError = NGHTTP2_NO_ERROR.rawValue
+    static let refusedStream = NGHTTP2_REFUSED_STREAM.rawValue
+    static let cancel = NGHTTP2_CANCEL.rawValue
+    static let dataFlagEOF = NGHTTP2_DATA_FLAG_EOF.rawValue
+    static let temporalCallbackFailure = Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+    static let flagNone = UInt8(NGHTTP2_FLAG_NONE.rawValue)
+    static let settingsMaxConcurrentStreams = Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue)
+    static let settingsInitialWindowSize = Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue)
+    static let settingsEnablePush = Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue)
+    /// The RFC 9113 §6.5.2 default connection window, which only WINDOW_UPDATE can enlarge.
+    static let defaultWindowBytes: Int32 = 65_535
+
+    /// Slot numbers travel through nghttp2 as stream user data, offset by one so that nil
+    /// means "no slot".
+    @inline(__always) static func userData(slot: Int) -> UnsafeMutableRawPointer? {
+        UnsafeMutableRawPointer(bitPattern: slot + 1)
+    }
+
+    @inline(__always) static func slot(userData: UnsafeMutableRawPointer?) -> Int? {
+        guard let userData else { return nil }
+        return Int(bitPattern: userData) - 1
+    }
+}
+
+/// The pseudo-header names, kept for the session's life so that nghttp2 may skip copying them.
+enum HTTP2PseudoHeader: Int, CaseIterable {
+    case method, scheme, authority, path, status
+
+    var text: StaticString {
+        switch self {
+        case .method: return ":method"
+        case .scheme: return ":scheme"
+        case .authority: return ":authority"
+        case .path: return ":path"
+        case .status: return ":status"
+        }
+    }
+}
+
+// MARK: - Header block builder
+
+/// Builds one nghttp2_nv array at a time in storage that is reused for every frame. nghttp2
+/// copies names and values during `nghttp2_submit_*` (except the pseudo-header names, which
+/// live as long as this builder), so the storage is free again as soon as submit returns.
+final class HTTP2HeaderBlockBuilder {
+    private(set) var fields: UnsafeMutablePointer<nghttp2_nv>
+    private(set) var count = 0
+    private var fieldCapacity: Int
+    private var bytes: UnsafeMutablePointer<UInt8>
+    private var byteCapacity: Int
+    private var bytesUsed = 0
+    private let pseudoNames: UnsafeMutablePointer<UInt8>
+    private var pseudoOffsets: [Int] = []
+    private var pseudoLengths: [Int] = []
+
+    init(fieldCapacity: Int = 16, byteCapacity: Int = 2048) {
+        self.fieldCapacity = fieldCapacity
+        self.byteCapacity = byteCapacity
+        fields = .allocate(capacity: fieldCapacity)
+        bytes = .allocate(capacity: byteCapacity)
+        var total = 0
+        for name in HTTP2PseudoHeader.allCases { total += name.text.utf8CodeUnitCount }
+        pseudoNames = .allocate(capacity: total)
+        var offset = 0
+        for name in HTTP2PseudoHeader.allCases {
+            let count = name.text.utf8CodeUnitCount
+            (pseudoNames + offset).update(from: name.text.utf8Start, count: count)
+            pseudoOffsets.append(offset)
+            pseudoLengths.append(count)
+            offset += count
+        }
+    }
+
+    deinit {
+        fields.deallocate()
+        bytes.deallocate()
+        pseudoNames.deallocate()
+    }
+
+    /// Starts a block of at most `fieldCount` fields holding at most `byteCount` bytes of
+    /// names and values (not counting pseudo-header names). Grows the storage only when needed.
+    func begin(fieldCount: Int, byteCount: Int) {
+        if fieldCount > fieldCapacity {
+            fields.deallocate()
+            fieldCapacity = max(fieldCount, fieldCapacity * 2)
+            fields = .allocate(capacity: fieldCapacity)
+        }
+        if byteCount > byteCapacity {
+            bytes.deallocate()
+            byteCapacity = max(byteCount, byteCapacity * 2)
+            bytes = .allocate(capacity: byteCapacity)
+        }
+        count = 0
+        bytesUsed = 0
+    }
+
+    func append(_ pseudo: HTTP2PseudoHeader, _ value: String) {
+        let valueStart = copy(value)
+        let name = pseudoNames + pseudoOffsets[pseudo.rawValue]
+        add(name: name, nameLength: pseudoLengths[pseudo.rawValue], value: valueStart, valueLength: bytesUsed - valueStart,
+            flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
+    }
+
+    /// `:status` from an integer, without creating a String.
+    func appendStatus(_ status: Int) {
+        precondition(status >= 100 && status <= 999, "HTTP status must have three digits")
+        precondition(bytesUsed + 3 <= byteCapacity)
+        let start = bytesUsed
+        bytes[start] = UInt8(0x30 + status / 100)
+        bytes[start + 1] = UInt8(0x30 + (status / 10) % 10)
+        bytes[start + 2] = UInt8(0x30 + status % 10)
+        bytesUsed += 3
+        let name = pseudoNames + pseudoOffsets[HTTP2PseudoHeader.status.rawValue]
+        add(name: name, nameLength: pseudoLengths[HTTP2PseudoHeader.status.rawValue], value: start, valueLength: 3,
+            flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
+    }
+
+    func append(_ header: HTTP2Header) {
+        let nameStart = copy(header.name)
+        let nameLength = bytesUsed - nameStart
+        let valueStart = copy(header.value)
+        precondition(count < fieldCapacity)
+        fields[count] = nghttp2_nv(
+            name: bytes + nameStart, value: bytes + valueStart,
+            namelen: nameLength, valuelen: bytesUsed - valueStart, flags: NG.flagNone)
+        count += 1
+    }
+
+    @inline(__always)
+    private func add(name: UnsafeMutablePointer<UInt8>, nameLength: Int, value: Int, valueLength: Int, flags: UInt8) {
+        precondition(count < fieldCapacity)
+        fields[count] = nghttp2_nv(name: name, value: bytes + value, namelen: nameLength, valuelen: valueLength, flags: flags)
+        count += 1
+    }
+
+    /// Copies the UTF-8 of `string` into the byte storage and returns where it starts.
+    @inline(__always)
+    private func copy(_ string: String) -> Int {
+        let start = bytesUsed
+        var string = string
+        string.withUTF8 { utf8 in
+            precondition(start + utf8.count <= byteCapacity, "header block larger than announced")
+            if let base = utf8.baseAddress, utf8.count > 0 {
+                (bytes + start).update(from: base, count: utf8.count)
+            }
+            bytesUsed = start + utf8.count
+        }
+        return start
+    }
+}
+
+// MARK: - Output remainder
+
+/// The part of the last mem_send chunk that did not fit the caller's buffer. nghttp2's pointer
+/// is valid only until the next call (design.md 6), so the remainder is copied here.
+struct HTTP2OutputRemainder {
+    private var storage: UnsafeMutablePointer<UInt8>?
+    private var capacity = 0
+    private var start = 0
+    private var end = 0
+
+    var count: Int { end - start }
+    var isEmpty: Bool { end == start }
+
+    mutating func store(_ source: UnsafeRawBufferPointer) {
+        precondition(isEmpty)
+        if source.count > capacity {
+            storage?.deallocate()
+            capacity = max(source.count, 16 * 1024 + 64)
+            storage = .allocate(capacity: capacity)
+        }
+        if let base = source.baseAddress, source.count > 0 {
+            UnsafeMutableRawPointer(storage!).copyMemory(from: base, byteCount: source.count)
+        }
+        start = 0
+        end = source.count
+    }
+
+    /// Copies as much as fits into `buffer` at `offset`; returns the bytes copied.
+    mutating func drain(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        let n = min(count, buffer.count - offset)
+        guard n > 0, let storage else { return 0 }
+        (buffer.baseAddress! + offset).copyMemory(from: storage + start, byteCount: n)
+        start += n
+        if start == end { start = 0; end = 0 }
+        return n
+    }
+
+    mutating func discard() { start = 0; end = 0 }
+
+    mutating func deallocate() {
+        storage?.deallocate()
+        storage = nil
+        capacity = 0
+        start = 0
+        end = 0
+    }
+}
+
+// MARK: - Small conversions
+
+@inline(__always)
+func makeString(_ pointer: UnsafePointer<UInt8>?, _ length: Int) -> String {
+    guard let pointer, length > 0 else { return "" }
+    return String(decoding: UnsafeBufferPointer(start: pointer, count: length), as: UTF8.self)
+}
+
+@inline(__always)
+func bytesEqual(_ pointer: UnsafePointer<UInt8>?, _ length: Int, _ literal: StaticString) -> Bool {
+    guard let pointer, length == literal.utf8CodeUnitCount else { return false }
+    let expected = literal.utf8Start
+    for i in 0..<length where pointer[i] != expected[i] { return false }
+    return true
+}

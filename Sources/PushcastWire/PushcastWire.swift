@@ -1,1 +1,0 @@
-// PushcastWire: placeholder until the first file lands.

@@ -1,0 +1,125 @@
+import PushcastCore
+
+/// What a `SecureChannel` carries: an HTTP/2 session in either role, as plaintext bytes.
+public protocol PlaintextSession: AnyObject {
+    func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error)
+    var wantsWrite: Bool { get }
+    func produce(into buffer: UnsafeMutableRawBufferPointer) -> Int
+}
+
+extension HTTP2ClientSession: PlaintextSession {}
+extension HTTP2ServerSession: PlaintextSession {}
+
+/// A TLS session carrying a plaintext session, sans-I/O: ciphertext in, ciphertext out.
+///
+/// Plaintext from nghttp2 is gathered into one buffer of up to `Limits.tlsWriteBatchBytes`
+/// (16 KiB) before each SSL_write, so many small frames share one TLS record instead of one record
+/// per frame. Nothing is written before the handshake completes. Buffers are allocated once.
+public final class SecureChannel<Session: PlaintextSession> {
+    public let session: Session
+    private let tls: TLSSession
+    private let plaintextOut: UnsafeMutableRawBufferPointer
+    private let plaintextIn: UnsafeMutableRawBufferPointer
+    public private(set) var failure: WireError?
+    private var handshakeStarted: Bool
+
+    public init(tls: TLSSession, session: Session, limits: Limits) {
+        self.tls = tls
+        self.session = session
+        self.handshakeStarted = false
+        plaintextOut = .allocate(byteCount: limits.tlsWriteBatchBytes, alignment: 16)
+        plaintextIn = .allocate(byteCount: 16 * 1024 + 256, alignment: 16)
+    }
+
+    deinit {
+        plaintextOut.deallocate()
+        plaintextIn.deallocate()
+    }
+
+    public var isHandshakeComplete: Bool { tls.isHandshakeComplete }
+
+    /// Bytes that arrived from the network. A failure is remembered and rethrown; later calls do
+    /// nothing.
+    public func receivedCiphertext(_ bytes: UnsafeRawBufferPointer) throws(WireError) {
+        guard failure == nil else { return }
+        tls.feedCiphertext(bytes)
+        handshakeStarted = true
+        do {
+            if !tls.isHandshakeComplete {
+                guard try tls.advanceHandshake() else { return }
+            }
+            while true {
+                let n = try tls.readPlaintext(into: plaintextIn)
+                if n == 0 { break }
+                do {
+                    try session.receive(UnsafeRawBufferPointer(rebasing: plaintextIn[0..<n]))
+                } catch {
+                    failure = .http2(error)
+                    throw error
+                }
+            }
+        } catch let error as TLSError {
+            failure = .tls(error)
+            throw .tls(error)
+        } catch let error as HTTP2Error {
+            throw .http2(error)
+        } catch {
+            preconditionFailure("unexpected error: \(error)")
+        }
+    }
+
+    /// True when there are bytes to send now.
+    public var wantsWrite: Bool {
+        if failure != nil { return tls.pendingCiphertextBytes > 0 }
+        return !handshakeStarted || tls.pendingCiphertextBytes > 0 || (tls.isHandshakeComplete && session.wantsWrite)
+    }
+
+    /// Writes up to `buffer.count` bytes of ciphertext to send; returns how many.
+    public func produceCiphertext(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        if !handshakeStarted && failure == nil {
+            // The client speaks first: SSL_do_handshake writes the ClientHello into the BIO.
+            handshakeStarted = true
+            do { _ = try tls.advanceHandshake() } catch { failure = .tls(error) }
+        }
+        if tls.isHandshakeComplete && failure == nil {
+            // Queue no more ciphertext than the caller can take, so back-pressure reaches nghttp2.
+            while tls.pendingCiphertextBytes < buffer.count && session.wantsWrite {
+                let n = session.produce(into: plaintextOut)
+                if n == 0 { break }
+                do {
+                    try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: plaintextOut[0..<n]))
+                } catch {
+                    failure = .tls(error)
+                    break
+                }
+            }
+        }
+        return tls.takeCiphertext(into: buffer)
+    }
+
+    /// Queue TLS close_notify.
+    public func shutdown() { tls.shutdown() }
+}
+
+public typealias ClientConnection = SecureChannel<HTTP2ClientSession>
+public typealias ServerConnection = SecureChannel<HTTP2ServerSession>
+
+extension SecureChannel where Session == HTTP2ClientSession {
+    public convenience init(context: TLSContext, serverName: String?, limits: Limits, clock: MonotonicClock) throws(WireError) {
+        let tls: TLSSession
+        do { tls = try TLSSession(context: context, serverName: serverName) } catch { throw .tls(error) }
+        let http2: HTTP2ClientSession
+        do { http2 = try HTTP2ClientSession(limits: limits, clock: clock) } catch { throw .http2(error) }
+        self.init(tls: tls, session: http2, limits: limits)
+    }
+}
+
+extension SecureChannel where Session == HTTP2ServerSession {
+    public convenience init(context: TLSContext, limits: Limits) throws(WireError) {
+        let tls: TLSSession
+        do { tls = try TLSSession(context: context, serverName: nil) } catch { throw .tls(error) }
+        let http2: HTTP2ServerSession
+        do { http2 = try HTTP2ServerSession(limits: limits) } catch { throw .http2(error) }
+        self.init(tls: tls, session: http2, limits: limits)
+    }
+}

@@ -1,0 +1,42 @@
+// TLSConfiguration: what a TLSContext is built from. Plain values and file paths; reading and
+// checking them happens once, in TLSContext.init, never per connection.
+
+/// Options for one `TLSContext`. The client fields and the server fields are read only by the
+/// matching role.
+public struct TLSConfiguration: Sendable {
+    /// Offered by a client, or accepted by a server, in order of preference. When it contains "h2",
+    /// a handshake that does not settle on "h2" fails with `.alpnNotNegotiated`.
+    public var alpnProtocols: [String] = ["h2"]
+
+    // Client role.
+
+    /// Verify the server against the system trust store (`SSL_CTX_set_default_verify_paths`).
+    public var trustsSystemStore: Bool = true
+    /// A PEM file of extra trusted CAs (a mock server's CA), added on top of the system store.
+    /// Verification itself is never switched off.
+    public var additionalCAFile: String? = nil
+    /// The certificate a client presents when the server asks for one.
+    public var clientCertificate: ClientCertificate? = nil
+
+    // Server role.
+
+    /// PEM: the server certificate first, then any intermediates.
+    public var certificateChainFile: String? = nil
+    /// PEM private key, PKCS#8 or traditional, encrypted or not.
+    public var privateKeyFile: String? = nil
+    /// Decrypts `privateKeyFile` when it is encrypted.
+    public var privateKeyPassphrase: String? = nil
+    /// When set, the server requires a client certificate and verifies it against these CAs.
+    public var clientCAFile: String? = nil
+
+    public init() {}
+}
+
+/// A client certificate and its private key.
+public enum ClientCertificate: Sendable {
+    /// PEM files; the certificate and the key may be the same file. A nil passphrase means the key
+    /// is not encrypted (an encrypted key then fails to load instead of prompting on a terminal).
+    case pem(certificateFile: String, privateKeyFile: String, passphrase: String?)
+    /// A PKCS#12 (.p12 / .pfx) bundle holding the key, the certificate and optionally its chain.
+    case pkcs12(file: String, passphrase: String)
+}

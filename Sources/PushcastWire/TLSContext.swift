@@ -1,0 +1,208 @@
+// TLSContext: one SSL_CTX, built and checked once from a TLSConfiguration, then shared read-only
+// by every TLSSession of that role. All file reading and every configuration error happen here.
+import COpenSSL
+
+public final class TLSContext: @unchecked Sendable {
+    // @unchecked: the SSL_CTX is fully configured in init and never changed afterwards; OpenSSL
+    // allows concurrent SSL_new and handshakes on a shared, unchanging SSL_CTX.
+
+    public enum Role: Sendable { case client, server }
+
+    public let role: Role
+    /// The SSL_CTX; freed in deinit.
+    let handle: OpaquePointer
+    /// The configured ALPN protocols, for error messages.
+    let alpnProtocols: [String]
+    /// True when a handshake must settle on "h2" (the configuration lists it).
+    let requiresH2: Bool
+    /// Server role: the ALPN list in wire format (length-prefixed), read by `selectALPN`.
+    fileprivate let alpnServerList: UnsafeMutableRawBufferPointer?
+
+    public init(role: Role, configuration: TLSConfiguration) throws(TLSError) {
+        ERR_clear_error()
+        let wire = try Self.alpnWireFormat(configuration.alpnProtocols)
+        let method = role == .client ? TLS_client_method() : TLS_server_method()
+        guard let handle = SSL_CTX_new(method) else {
+            throw TLSError(kind: .configuration, description: "cannot create SSL_CTX: \(OpenSSLErrorQueue.drain().message())")
+        }
+        self.role = role
+        self.handle = handle
+        self.alpnProtocols = configuration.alpnProtocols
+        self.requiresH2 = configuration.alpnProtocols.contains("h2")
+        if role == .server && !wire.isEmpty {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: wire.count, alignment: 1)
+            buffer.copyBytes(from: wire)
+            alpnServerList = buffer
+        } else {
+            alpnServerList = nil
+        }
+        // On a throw below, deinit frees what was made so far.
+        try configureCommon()
+        switch role {
+        case .client: try configureClient(configuration, alpnWireFormat: wire)
+        case .server: try configureServer(configuration)
+        }
+    }
+
+    deinit {
+        SSL_CTX_free(handle)
+        alpnServerList?.deallocate()
+    }
+
+    /// TLS 1.2 at least; no compression (CRIME) and no renegotiation (nothing here needs it, and
+    /// it is the main source of surprise re-handshakes on a memory BIO).
+    private func configureCommon() throws(TLSError) {
+        guard pushcast_SSL_CTX_set_min_proto_version(handle, TLS1_2_VERSION) == 1 else {
+            throw failure("cannot require TLS 1.2 or later")
+        }
+        SSL_CTX_set_options(handle, PUSHCAST_SSL_OP_NO_COMPRESSION | PUSHCAST_SSL_OP_NO_RENEGOTIATION)
+    }
+
+    private func configureClient(_ configuration: TLSConfiguration, alpnWireFormat wire: [UInt8]) throws(TLSError) {
+        // The server is always verified; there is deliberately no option to turn this off.
+        SSL_CTX_set_verify(handle, SSL_VERIFY_PEER, nil)
+        guard configuration.trustsSystemStore || configuration.additionalCAFile != nil else {
+            throw TLSError(kind: .configuration, description:
+                "client trusts no certificate authority: set trustsSystemStore or additionalCAFile")
+        }
+        if configuration.trustsSystemStore {
+            guard SSL_CTX_set_default_verify_paths(handle) == 1 else { throw failure("cannot load the system trust store") }
+        }
+        if let file = configuration.additionalCAFile {
+            try trustCertificates(inFile: file, describedAs: "CA file", asClientCAList: false)
+        }
+        switch configuration.clientCertificate {
+        case nil: break
+        case let .pem(certificateFile, privateKeyFile, passphrase):
+            try usePEMCredentials(certificateFile: certificateFile, privateKeyFile: privateKeyFile, passphrase: passphrase)
+        case let .pkcs12(file, passphrase):
+            try usePKCS12Credentials(file: file, passphrase: passphrase)
+        }
+        if !wire.isEmpty {
+            // Unlike most of OpenSSL, SSL_CTX_set_alpn_protos returns 0 on success.
+            guard SSL_CTX_set_alpn_protos(handle, wire, UInt32(wire.count)) == 0 else { throw failure("cannot set ALPN protocols") }
+        }
+    }
+
+    private func configureServer(_ configuration: TLSConfiguration) throws(TLSError) {
+        guard let chainFile = configuration.certificateChainFile, let keyFile = configuration.privateKeyFile else {
+            throw TLSError(kind: .configuration, description: "a TLS server needs certificateChainFile and privateKeyFile")
+        }
+        try usePEMCredentials(certificateFile: chainFile, privateKeyFile: keyFile, passphrase: configuration.privateKeyPassphrase)
+        if let file = configuration.clientCAFile {
+            try trustCertificates(inFile: file, describedAs: "client CA file", asClientCAList: true)
+            SSL_CTX_set_verify(handle, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        } else {
+            SSL_CTX_set_verify(handle, SSL_VERIFY_NONE, nil)
+        }
+        if alpnServerList != nil {
+            SSL_CTX_set_alpn_select_cb(handle, selectALPN, Unmanaged.passUnretained(self).toOpaque())
+        }
+    }
+
+    /// Adds every certificate in a PEM file to the trust store, and for a server also to the list
+    /// of CA names sent in CertificateRequest.
+    private func trustCertificates(inFile path: String, describedAs what: String, asClientCAList: Bool) throws(TLSError) {
+        let certificates = try TLSCredentials.withContents(ofFile: path, describedAs: what) { bytes throws(TLSError) in
+            try TLSCredentials.certificates(inPEM: bytes, source: "\(what) \(path)")
+        }
+        defer { certificates.forEach { X509_free($0) } }
+        let store = SSL_CTX_get_cert_store(handle)
+        for certificate in certificates {
+            // Both calls take their own reference.
+            guard X509_STORE_add_cert(store, certificate) == 1 else { throw failure("cannot trust a certificate from \(what) \(path)") }
+            if asClientCAList && SSL_CTX_add_client_CA(handle, certificate) != 1 {
+                throw failure("cannot list a client CA from \(what) \(path)")
+            }
+        }
+    }
+
+    /// Certificate (plus chain) and key from PEM files, which may be one file.
+    private func usePEMCredentials(certificateFile: String, privateKeyFile: String, passphrase: String?) throws(TLSError) {
+        let certificates = try TLSCredentials.withContents(ofFile: certificateFile, describedAs: "certificate file") { bytes throws(TLSError) in
+            try TLSCredentials.certificates(inPEM: bytes, source: "certificate file \(certificateFile)")
+        }
+        let key = try TLSCredentials.withContents(ofFile: privateKeyFile, describedAs: "private key file") { bytes throws(TLSError) in
+            try TLSCredentials.privateKey(inPEM: bytes, source: privateKeyFile, passphrase: passphrase)
+        }
+        try use(key: key, certificate: certificates[0], chain: certificates.dropFirst(), source: privateKeyFile)
+    }
+
+    private func usePKCS12Credentials(file: String, passphrase: String) throws(TLSError) {
+        let bundle = try TLSCredentials.withContents(ofFile: file, describedAs: "PKCS#12 file") { bytes throws(TLSError) in
+            try TLSCredentials.pkcs12(inDER: bytes, source: file, passphrase: passphrase)
+        }
+        try use(key: bundle.key, certificate: bundle.certificate, chain: bundle.chain[...], source: file)
+    }
+
+    /// Installs a key and certificate chain, taking ownership of all of them.
+    private func use(key: OpaquePointer, certificate: OpaquePointer, chain: ArraySlice<OpaquePointer>, source: String) throws(TLSError) {
+        defer {
+            EVP_PKEY_free(key)
+            X509_free(certificate)
+        }
+        var remaining = chain
+        defer { remaining.forEach { X509_free($0) } }
+        guard X509_check_private_key(certificate, key) == 1 else {
+            throw failure("the private key in \(source) does not match its certificate")
+        }
+        guard SSL_CTX_use_certificate(handle, certificate) == 1 else { throw failure("cannot use the certificate from \(source)") }
+        while let next = remaining.first {
+            // add0 takes ownership on success only.
+            guard pushcast_SSL_CTX_add0_chain_cert(handle, next) == 1 else { throw failure("cannot add a chain certificate from \(source)") }
+            remaining.removeFirst()
+        }
+        guard SSL_CTX_use_PrivateKey(handle, key) == 1 else { throw failure("cannot use the private key from \(source)") }
+    }
+
+    /// A `.configuration` error carrying whatever OpenSSL queued, with the queue emptied.
+    private func failure(_ what: String) -> TLSError {
+        TLSError(kind: .configuration, description: "\(what): \(OpenSSLErrorQueue.drain().message())")
+    }
+
+    /// ALPN protocol names as length-prefixed bytes (RFC 7301 section 3.1).
+    private static func alpnWireFormat(_ protocols: [String]) throws(TLSError) -> [UInt8] {
+        var wire: [UInt8] = []
+        for name in protocols {
+            let bytes = Array(name.utf8)
+            guard (1...255).contains(bytes.count) else {
+                throw TLSError(kind: .configuration, description: "ALPN protocol name must be 1 to 255 bytes: '\(name)'")
+            }
+            wire.append(UInt8(bytes.count))
+            wire.append(contentsOf: bytes)
+        }
+        return wire
+    }
+}
+
+/// Server ALPN selection (`SSL_CTX_alpn_select_cb_func`): the first of the server's protocols, in
+/// its order of preference, that the client offered. No match is a fatal no_application_protocol
+/// alert (RFC 7301 section 3.2) rather than a silent fallback to no ALPN. `context` is the
+/// unretained TLSContext; every TLSSession keeps its context alive.
+private func selectALPN(
+    _ ssl: OpaquePointer?, _ selected: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, _ selectedLength: UnsafeMutablePointer<UInt8>?,
+    _ offered: UnsafePointer<UInt8>?, _ offeredLength: UInt32, _ context: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let selected, let selectedLength, let offered, let context,
+          let server = Unmanaged<TLSContext>.fromOpaque(context).takeUnretainedValue().alpnServerList else {
+        return SSL_TLSEXT_ERR_ALERT_FATAL
+    }
+    let client = UnsafeRawBufferPointer(start: offered, count: Int(offeredLength))
+    var serverIndex = 0
+    while serverIndex < server.count {
+        let candidate = UnsafeRawBufferPointer(rebasing: server[serverIndex ..< serverIndex + 1 + Int(server[serverIndex])])
+        var clientIndex = 0
+        while clientIndex < client.count {
+            let end = min(client.count, clientIndex + 1 + Int(client[clientIndex]))
+            if candidate.elementsEqual(client[clientIndex ..< end]) {
+                // Points into the server list, which lives as long as the context.
+                selected.pointee = candidate.baseAddress!.assumingMemoryBound(to: UInt8.self) + 1
+                selectedLength.pointee = UInt8(candidate.count - 1)
+                return SSL_TLSEXT_ERR_OK
+            }
+            clientIndex = end
+        }
+        serverIndex += candidate.count
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL
+}

@@ -1,0 +1,166 @@
+// TLSCredentials: reading certificates and keys from files and PEM/DER bytes, with one error
+// wording for every failure ("cannot read CA file /x/y: No such file or directory"). Used when a
+// TLSContext is built and by the CertificateFactory; never on the per-connection path.
+import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+enum TLSCredentials {
+    /// Credential files larger than this are refused (a full system CA bundle is about 200 KiB).
+    static let fileBytesMax = 16 << 20
+
+    /// Calls `body` with the whole contents of the file at `path`; the bytes are wiped afterwards
+    /// because they may be a private key. `what` names the file in errors ("CA file").
+    static func withContents<R>(
+        ofFile path: String, describedAs what: String,
+        _ body: (UnsafeRawBufferPointer) throws(TLSError) -> R
+    ) throws(TLSError) -> R {
+        func failure(_ reason: String) -> TLSError {
+            TLSError(kind: .configuration, description: "cannot read \(what) \(path): \(reason)")
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw failure(systemErrorText(errno)) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw failure(systemErrorText(errno)) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw failure("not a regular file") }
+        guard info.st_size <= fileBytesMax else { throw failure("larger than \(fileBytesMax >> 20) MiB") }
+        let size = Int(info.st_size)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
+        defer {
+            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+            buffer.deallocate()
+        }
+        var filled = 0
+        while filled < size {
+            let count = read(fd, buffer.baseAddress! + filled, size - filled)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw failure(systemErrorText(errno)) }
+            if count == 0 { break }
+            filled += count
+        }
+        return try body(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
+    }
+
+    /// Calls `body` with the UTF-8 bytes of `text` (PEM held in memory).
+    static func withUTF8<R>(of text: String, _ body: (UnsafeRawBufferPointer) throws(TLSError) -> R) throws(TLSError) -> R {
+        var text = text
+        let result = text.withUTF8 { bytes in
+            Result { () throws(TLSError) in try body(UnsafeRawBufferPointer(bytes)) }
+        }
+        return try result.get()
+    }
+
+    /// Calls `body` with a read-only memory BIO over `bytes`, which must outlive the call.
+    static func withMemoryBIO<R>(
+        over bytes: UnsafeRawBufferPointer, _ body: (OpaquePointer) throws(TLSError) -> R
+    ) throws(TLSError) -> R {
+        guard bytes.count <= Int(Int32.max), let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else {
+            throw TLSError(kind: .configuration, description: "cannot create a memory BIO: \(OpenSSLErrorQueue.drain().message())")
+        }
+        defer { BIO_free(bio) }
+        return try body(bio)
+    }
+
+    /// The bytes written so far to a memory BIO made with `BIO_new(BIO_s_mem())`.
+    static func contents(ofMemoryBIO bio: OpaquePointer) -> UnsafeRawBufferPointer {
+        var data: UnsafeMutablePointer<CChar>? = nil
+        let count = pushcast_BIO_get_mem_data(bio, &data)
+        guard let data, count > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: data, count: count)
+    }
+
+    /// Every certificate in PEM `bytes`, in order; at least one. The caller frees each (`X509_free`).
+    static func certificates(inPEM bytes: UnsafeRawBufferPointer, source: String) throws(TLSError) -> [OpaquePointer] {
+        try withMemoryBIO(over: bytes) { bio throws(TLSError) in
+            var certificates: [OpaquePointer] = []
+            while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) {
+                certificates.append(certificate)
+            }
+            // Running out of PEM blocks leaves PEM_R_NO_START_LINE behind; anything else is a fault.
+            let last = ERR_peek_last_error()
+            let reachedEnd = ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE
+            let errors = OpenSSLErrorQueue.drain()
+            guard reachedEnd, !certificates.isEmpty else {
+                certificates.forEach { X509_free($0) }
+                let reason = reachedEnd ? "no PEM certificate found" : errors.message()
+                throw TLSError(kind: .configuration, description: "cannot load certificates from \(source): \(reason)")
+            }
+            return certificates
+        }
+    }
+
+    /// The first private key in PEM `bytes` (other PEM blocks, such as certificates, are skipped).
+    /// The caller frees it (`EVP_PKEY_free`).
+    static func privateKey(inPEM bytes: UnsafeRawBufferPointer, source: String, passphrase: String?) throws(TLSError) -> OpaquePointer {
+        try withMemoryBIO(over: bytes) { bio throws(TLSError) in
+            let key = withPassphrase(passphrase) { PEM_read_bio_PrivateKey(bio, nil, passphraseCallback, $0) }
+            guard let key else {
+                let reason = OpenSSLErrorQueue.drain().message()
+                throw TLSError.configuration(
+                    "cannot load private key from \(source): \(reason) (if the key is encrypted, its passphrase is missing or wrong)",
+                    redacting: passphrase)
+            }
+            return key
+        }
+    }
+
+    /// The key, certificate and extra chain certificates of a DER PKCS#12 bundle. The caller frees
+    /// all of them.
+    static func pkcs12(
+        inDER bytes: UnsafeRawBufferPointer, source: String, passphrase: String
+    ) throws(TLSError) -> (key: OpaquePointer, certificate: OpaquePointer, chain: [OpaquePointer]) {
+        try withMemoryBIO(over: bytes) { bio throws(TLSError) in
+            guard let bundle = d2i_PKCS12_bio(bio, nil) else {
+                let reason = OpenSSLErrorQueue.drain().message()
+                throw TLSError.configuration("cannot parse PKCS#12 file \(source): \(reason)", redacting: passphrase)
+            }
+            defer { PKCS12_free(bundle) }
+            var key: OpaquePointer? = nil
+            var certificate: OpaquePointer? = nil
+            var stack: OpaquePointer? = nil
+            let parsed = PKCS12_parse(bundle, passphrase, &key, &certificate, &stack) == 1
+            var chain: [OpaquePointer] = []
+            if let stack {
+                for index in 0..<OPENSSL_sk_num(stack) {
+                    if let element = OPENSSL_sk_value(stack, index) { chain.append(OpaquePointer(element)) }
+                }
+                OPENSSL_sk_free(stack)
+            }
+            guard parsed, let key, let certificate else {
+                let reason = OpenSSLErrorQueue.drain().message(or: "no key or certificate in the bundle")
+                EVP_PKEY_free(key)
+                X509_free(certificate)
+                chain.forEach { X509_free($0) }
+                throw TLSError.configuration(
+                    "cannot open PKCS#12 file \(source): \(reason) (is the passphrase right?)", redacting: passphrase)
+            }
+            return (key, certificate, chain)
+        }
+    }
+
+    /// Runs `body` with `passphrase` as a C string for `passphraseCallback`, or nil.
+    private static func withPassphrase<R>(_ passphrase: String?, _ body: (UnsafeMutableRawPointer?) -> R) -> R {
+        guard let passphrase else { return body(nil) }
+        return passphrase.withCString { body(UnsafeMutableRawPointer(mutating: $0)) }
+    }
+
+    static func systemErrorText(_ code: Int32) -> String {
+        String(cString: strerror(code))
+    }
+}
+
+/// `pem_password_cb`: copies the passphrase passed as user data. With none it fails, so OpenSSL
+/// never falls back to prompting on a terminal.
+private func passphraseCallback(
+    _ buffer: UnsafeMutablePointer<CChar>?, _ size: Int32, _ forWriting: Int32, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let buffer, let userData else { return -1 }
+    let length = strlen(userData.assumingMemoryBound(to: CChar.self))
+    guard length <= Int(size) else { return -1 }
+    memcpy(buffer, userData, length)
+    return Int32(length)
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+/// Where the CLI writes: machine-readable output to stdout, everything else to stderr.
+enum Console {
+    static func out(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+}
+
+/// Exit statuses (README "Exit codes"): 0 all rows reached an expected outcome, 1 the run
+/// finished but some failed, 2 the run could not start or had to stop.
+enum ExitStatus: Int32 {
+    case success = 0
+    case someFailed = 1
+    case stopped = 2
+}
+
+/// A reason to stop with a message and exit status 2.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

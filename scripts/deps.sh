@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks for the Debian packages pushcast needs to build, test and benchmark, and installs the
+# missing ones when run as root (as CI does on a fresh Debian 12 machine). Quiet when all present.
+#
+#   libssl-dev libnghttp2-dev liburing-dev   headers and libraries the C shim targets link
+#   nghttp2-server nghttp2-client            nghttpd and h2load, for end-to-end tests and benchmarks
+#   python3                                  Benchmarks/compare.py
+set -euo pipefail
+
+packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client)
+
+is_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing=()
+for package in "${packages[@]}"; do
+    is_installed "$package" || missing+=("$package")
+done
+# python3 counts as present when any python3 is on PATH (a pyenv one will do).
+if ! command -v python3 >/dev/null 2>&1; then
+    missing+=(python3)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+    exit 0
+fi
+
+echo "deps: missing Debian packages: ${missing[*]}" >&2
+echo "deps: install them with:" >&2
+echo "    sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+exit 1
