@@ -148,8 +148,12 @@ public final class HTTP2ClientSession {
     /// Bytes the caller has not yet pulled: submitted but unserialized, plus the held remainder.
     public var outputPendingBytes: Int { outputQueuedBytes + remainder.count }
 
+    /// True once the peer's first SETTINGS frame arrived. Until then no stream opens: the peer's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS may be lower than nghttp2's assumed 100 (APNs starts at 1).
+    public private(set) var peerSettingsReceived = false
+
     public var canOpenStream: Bool {
-        lifecycle == .open && streamsOpen < streamsAllowed && outputPendingBytes <= limits.pendingOutputBytesMax
+        peerSettingsReceived && lifecycle == .open && streamsOpen < streamsAllowed && outputPendingBytes <= limits.pendingOutputBytesMax
             && nghttp2_session_check_request_allowed(session) != 0
     }
 
@@ -486,6 +490,7 @@ public final class HTTP2ClientSession {
             }
         case NG.frameSettings:
             guard hd.flags & NG.flagAck == 0 else { return }
+            peerSettingsReceived = true
             let value = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
             if value != peerMaxConcurrentStreams {
                 peerMaxConcurrentStreams = value

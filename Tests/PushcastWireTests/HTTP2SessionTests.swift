@@ -191,6 +191,25 @@ final class HTTP2SessionTests: XCTestCase {
 
     // MARK: 4. REFUSED_STREAM
 
+    func testNoStreamOpensBeforeThePeersSettingsAndItsLimitHoldsFromTheStart() throws {
+        var serverLimits = Limits()
+        serverLimits.streamsPerConnectionMax = 1
+        let pair = try HTTP2Pair(serverLimits: serverLimits)
+        // Before the server's SETTINGS arrive, nghttp2 would assume 100; we assume nothing.
+        XCTAssertFalse(pair.client.canOpenStream)
+        XCTAssertNil(pair.client.submit(HTTP2Pair.request("/early"), tag: 0))
+        try pair.moveClientToServer()
+        try pair.moveServerToClient()
+        XCTAssertTrue(pair.client.peerSettingsReceived)
+        XCTAssertEqual(pair.client.streamsAllowed, 1)
+        XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/one"), tag: 1))
+        XCTAssertFalse(pair.client.canOpenStream)
+        XCTAssertNil(pair.client.submit(HTTP2Pair.request("/two"), tag: 2))
+        try pair.pump()
+        XCTAssertEqual(pair.clientEvents.filter { $0.tag == 1 }.first?.response?.status, 200)
+        XCTAssertTrue(pair.client.canOpenStream)
+    }
+
     func testRefusedStreamIsRetryable() throws {
         let pair = try HTTP2Pair()
         try pair.pump()
