@@ -4,6 +4,11 @@
 // syscalls; PushcastWire (TLS + HTTP/2) is sans-I/O and tested without sockets.
 import PackageDescription
 
+// Release builds skip Swift's dynamic exclusivity checks on the hot-path modules: they cost ~7 % of
+// the client's CPU per request (perf, see docs/BENCHMARKS.md). Debug builds, which the tests use,
+// keep them.
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "pushcast",
     products: [
@@ -25,12 +30,12 @@ let package = Package(
             linkerSettings: [.linkedLibrary("uring")]
         ),
 
-        .target(name: "PushcastCore"),
+        .target(name: "PushcastCore", swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
-        .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"]),
-        .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"]),
-        .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"]),
-        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport"]),
+        .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
+        .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"], swiftSettings: hotPath),
+        .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"], swiftSettings: hotPath),
+        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport"], swiftSettings: hotPath),
         .executableTarget(
             name: "pushcast",
             dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]

@@ -51,3 +51,25 @@ public final class SplitMix64: RandomSource {
         return next() % bound
     }
 }
+
+/// A clock read once per event-loop turn. Everything that happens in one turn (submitting a
+/// batch of requests, handling a batch of completions) sees the same instant, and the loop pays
+/// for one clock read per turn instead of several per request.
+public final class TurnClock: MonotonicClock {
+    private let source: MonotonicClock
+    private var now: UInt64
+
+    public init(source: MonotonicClock) {
+        self.source = source
+        now = source.nowNanoseconds()
+    }
+
+    /// Re-reads the source; the loop calls this once after each wait.
+    @discardableResult
+    public func refresh() -> UInt64 {
+        now = source.nowNanoseconds()
+        return now
+    }
+
+    public func nowNanoseconds() -> UInt64 { now }
+}

@@ -49,14 +49,14 @@ public final class ClientWorker {
     private let configuration: ClientConfiguration
     private let reactor: Reactor
     private let workload: ClientWorkload
-    private let clock: MonotonicClock
+    private let clock: TurnClock
     private var connections: [Connection]
     private var bySlot: [UInt32: Connection] = [:]
     private var inFlight = 0
     private var fatal: TransportError?
     public private(set) var statistics = ClientWorkerStatistics()
 
-    public init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: MonotonicClock) throws(TransportError) {
+    public init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock) throws(TransportError) {
         precondition(connectionCount >= 1)
         self.configuration = configuration
         self.workload = workload
@@ -81,11 +81,19 @@ public final class ClientWorker {
                 return
             }
             let timeout = pollTimeout()
+            var clockRefreshed = false
             do {
-                try reactor.poll(timeoutNanoseconds: timeout) { event in self.handle(event) }
+                try reactor.poll(timeoutNanoseconds: timeout) { event in
+                    if !clockRefreshed {
+                        clock.refresh()
+                        clockRefreshed = true
+                    }
+                    self.handle(event)
+                }
             } catch {
                 throw TransportError("I/O failed: \(error)")
             }
+            if !clockRefreshed { clock.refresh() }
             tick()
         }
     }
