@@ -32,17 +32,21 @@ let package = Package(
 
         .target(name: "PushcastCore", swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
+        .target(name: "PushcastInput", dependencies: ["PushcastCore"], swiftSettings: hotPath),
+        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
         .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"], swiftSettings: hotPath),
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"], swiftSettings: hotPath),
-        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport"], swiftSettings: hotPath),
+        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport", "PushcastAPNs"], swiftSettings: hotPath),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
+        .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput"]),
+        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "COpenSSL"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire"]),

@@ -1,0 +1,1 @@
+// PushcastAPNs: APNs request encoding, JWT and reason tables (placeholder until the first file lands).

@@ -1,0 +1,1 @@
+// PushcastInput: streaming token-file readers (placeholder until the first file lands).
