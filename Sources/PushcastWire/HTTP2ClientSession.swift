@@ -53,6 +53,8 @@ public final class HTTP2ClientSession {
     private let limits: Limits
     private let clock: MonotonicClock
     private var session: OpaquePointer!
+    /// nghttp2's allocator for this session (HTTP2MemoryPool); freed after the session.
+    private let memory: UnsafeMutablePointer<nghttp2_mem>
     private let slots: UnsafeMutablePointer<Slot>
     private let slotCapacity: Int
     private var freeSlot = -1
@@ -89,6 +91,7 @@ public final class HTTP2ClientSession {
         self.limits = limits
         self.clock = clock
         slotCapacity = limits.streamsPerConnectionMax
+        memory = HTTP2MemoryPool.make(streamsMax: limits.streamsPerConnectionMax)
         slots = .allocate(capacity: slotCapacity)
         slots.initialize(repeating: Slot(), count: slotCapacity)
         for index in 0..<slotCapacity { slots[index].next = index + 1 < slotCapacity ? index + 1 : -1 }
@@ -112,8 +115,8 @@ public final class HTTP2ClientSession {
         nghttp2_option_set_peer_max_concurrent_streams(option, UInt32(peerMaxConcurrentStreams))
 
         var created: OpaquePointer?
-        rv = nghttp2_session_client_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
-        guard rv == 0, let created else { throw HTTP2Error(code: Int(rv), "nghttp2_session_client_new2") }
+        rv = nghttp2_session_client_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, memory)
+        guard rv == 0, let created else { throw HTTP2Error(code: Int(rv), "nghttp2_session_client_new3") }
         session = created
 
         // RFC 9113 §3.4: the preface is the magic (added by nghttp2) and a SETTINGS frame.
@@ -131,6 +134,7 @@ public final class HTTP2ClientSession {
 
     deinit {
         if let session { nghttp2_session_del(session) }
+        HTTP2MemoryPool.destroy(memory)
         slots.deinitialize(count: slotCapacity)
         slots.deallocate()
         remainder.deallocate()

@@ -1,6 +1,9 @@
 // TLSContext: one SSL_CTX, built and checked once from a TLSConfiguration, then shared read-only
 // by every TLSSession of that role. All file reading and every configuration error happen here.
 import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#endif
 
 public final class TLSContext: @unchecked Sendable {
     // @unchecked: the SSL_CTX is fully configured in init and never changed afterwards; OpenSSL
@@ -66,7 +69,14 @@ public final class TLSContext: @unchecked Sendable {
                 "client trusts no certificate authority: set trustsSystemStore or additionalCAFile")
         }
         if configuration.trustsSystemStore {
-            guard SSL_CTX_set_default_verify_paths(handle) == 1 else { throw failure("cannot load the system trust store") }
+            // The hashed directory (SSL_CERT_DIR, /etc/ssl/certs on Debian) is searched lazily,
+            // one CA per lookup; the bundle file would parse all ~150 CAs up front (about 40 ms of
+            // CPU per process). Without a usable directory, fall back to the default file too.
+            let directory = getenv("SSL_CERT_DIR").map { String(cString: $0) }
+                ?? String(cString: X509_get_default_cert_dir())
+            let loaded = access(directory, R_OK | X_OK) == 0
+                ? SSL_CTX_set_default_verify_dir(handle) : SSL_CTX_set_default_verify_paths(handle)
+            guard loaded == 1 else { throw failure("cannot load the system trust store") }
         }
         if let file = configuration.additionalCAFile {
             try trustCertificates(inFile: file, describedAs: "CA file", asClientCAList: false)

@@ -1,0 +1,352 @@
+// A small validating JSON scanner (RFC 8259) of our own, over bytes. The payload template uses it
+// to validate the template once and find every string value; the JWT verifier and the APNs error
+// body reader use `FlatObjectReader` on top of it. It never allocates while validating, bounds
+// nesting depth so hostile input cannot exhaust the stack, and reports the byte offset of the
+// first error.
+
+/// A syntax error at a byte offset (0-based) of the scanned text.
+struct JSONSyntaxError: Error, Equatable {
+    let offset: Int
+    let message: String
+}
+
+/// Where a string token sits: `start` is the opening quote, `end` is one past the closing quote.
+struct JSONStringToken {
+    let start: Int
+    let end: Int
+    let isKey: Bool
+}
+
+struct JSONScanner {
+    static let depthMax = 64
+
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index: Int = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    var isAtEnd: Bool { index >= bytes.count }
+
+    @inline(__always) func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    func fail(_ message: String, at offset: Int? = nil) -> JSONSyntaxError {
+        JSONSyntaxError(offset: offset ?? index, message: message)
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    /// Validates one whole document: a single value surrounded by optional whitespace.
+    mutating func scanDocument(visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+        skipWhitespace()
+        try scanValue(depth: 0, visit: visit)
+        skipWhitespace()
+        if !isAtEnd { throw fail("unexpected data after the JSON value") }
+    }
+
+    mutating func scanValue(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+        guard let byte = peek() else { throw fail("unexpected end of input, expected a value") }
+        switch byte {
+        case UInt8(ascii: "{"): try scanObject(depth: depth + 1, visit: visit)
+        case UInt8(ascii: "["): try scanArray(depth: depth + 1, visit: visit)
+        case UInt8(ascii: "\""):
+            let start = index
+            try scanString()
+            try visit(JSONStringToken(start: start, end: index, isKey: false))
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try scanNumber()
+        case UInt8(ascii: "t"): try scanLiteral("true")
+        case UInt8(ascii: "f"): try scanLiteral("false")
+        case UInt8(ascii: "n"): try scanLiteral("null")
+        default: throw fail("unexpected character '\(Self.printable(byte))', expected a value")
+        }
+    }
+
+    mutating func skipValue() throws(JSONSyntaxError) {
+        try scanValue(depth: 0) { (_: JSONStringToken) throws(JSONSyntaxError) in }
+    }
+
+    private mutating func scanObject(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+        if depth > Self.depthMax { throw fail("nesting deeper than \(Self.depthMax) levels") }
+        index += 1  // {
+        skipWhitespace()
+        if peek() == UInt8(ascii: "}") { index += 1; return }
+        while true {
+            skipWhitespace()
+            guard peek() == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let start = index
+            try scanString()
+            try visit(JSONStringToken(start: start, end: index, isKey: true))
+            skipWhitespace()
+            guard peek() == UInt8(ascii: ":") else { throw fail("expected ':' after a key") }
+            index += 1
+            skipWhitespace()
+            try scanValue(depth: depth, visit: visit)
+            skipWhitespace()
+            switch peek() {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "}"): index += 1; return
+            case nil: throw fail("unterminated object")
+            default: throw fail("expected ',' or '}' in an object")
+            }
+        }
+    }
+
+    private mutating func scanArray(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+        if depth > Self.depthMax { throw fail("nesting deeper than \(Self.depthMax) levels") }
+        index += 1  // [
+        skipWhitespace()
+        if peek() == UInt8(ascii: "]") { index += 1; return }
+        while true {
+            skipWhitespace()
+            try scanValue(depth: depth, visit: visit)
+            skipWhitespace()
+            switch peek() {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "]"): index += 1; return
+            case nil: throw fail("unterminated array")
+            default: throw fail("expected ',' or ']' in an array")
+            }
+        }
+    }
+
+    /// Scans a string token starting at its opening quote; validates escapes and UTF-8.
+    mutating func scanString() throws(JSONSyntaxError) {
+        let start = index
+        index += 1
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard let escaped = peek() else { break }
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    index += 1
+                case UInt8(ascii: "u"):
+                    index += 1
+                    for _ in 0..<4 {
+                        guard let digit = peek(), Self.hexValue(digit) != nil else {
+                            throw fail("invalid \\u escape, expected 4 hex digits")
+                        }
+                        index += 1
+                    }
+                default:
+                    throw fail("invalid escape '\\\(Self.printable(escaped))'")
+                }
+            case 0x00..<0x20:
+                throw fail("control character 0x\(String(byte, radix: 16)) must be escaped inside a string")
+            case 0x80...:
+                let length = utf8SequenceLength(bytes, index)
+                if length == 0 { throw fail("invalid UTF-8") }
+                index += length
+            default:
+                index += 1
+            }
+        }
+        throw fail("unterminated string", at: start)
+    }
+
+    private mutating func scanNumber() throws(JSONSyntaxError) {
+        if peek() == UInt8(ascii: "-") { index += 1 }
+        guard let first = peek(), Self.isDigit(first) else { throw fail("invalid number, expected a digit") }
+        index += 1
+        if first != UInt8(ascii: "0") {
+            while let byte = peek(), Self.isDigit(byte) { index += 1 }
+        }
+        if peek() == UInt8(ascii: ".") {
+            index += 1
+            guard let byte = peek(), Self.isDigit(byte) else { throw fail("invalid number, expected a digit after '.'") }
+            while let byte = peek(), Self.isDigit(byte) { index += 1 }
+        }
+        if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+            index += 1
+            if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+            guard let byte = peek(), Self.isDigit(byte) else { throw fail("invalid number, expected an exponent digit") }
+            while let byte = peek(), Self.isDigit(byte) { index += 1 }
+        }
+    }
+
+    private mutating func scanLiteral(_ word: StaticString) throws(JSONSyntaxError) {
+        let count = word.utf8CodeUnitCount
+        let matches = index + count <= bytes.count && (0..<count).allSatisfy { bytes[index + $0] == word.utf8Start[$0] }
+        guard matches else { throw fail("invalid literal, expected '\(word)'") }
+        index += count
+    }
+
+    @inline(__always) static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+
+    @inline(__always) static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: return byte - 0x30
+        case 0x41...0x46: return byte - 0x41 + 10
+        case 0x61...0x66: return byte - 0x61 + 10
+        default: return nil
+        }
+    }
+
+    static func printable(_ byte: UInt8) -> String {
+        byte >= 0x20 && byte < 0x7F ? String(UnicodeScalar(byte)) : "0x" + String(byte, radix: 16)
+    }
+}
+
+/// The length of the well-formed UTF-8 sequence that starts at `index` (1...4), or 0 when it is
+/// ill-formed (stray continuation, overlong form, surrogate, beyond U+10FFFF, or truncated).
+/// Follows the table in Unicode 15 §3.9 (Table 3-7).
+@inline(__always)
+func utf8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> Int {
+    let lead = bytes[index]
+    if lead < 0x80 { return 1 }
+    let remaining = bytes.count - index
+    @inline(__always) func continuation(_ offset: Int, _ low: UInt8 = 0x80, _ high: UInt8 = 0xBF) -> Bool {
+        offset < remaining && bytes[index + offset] >= low && bytes[index + offset] <= high
+    }
+    switch lead {
+    case 0xC2...0xDF:
+        return continuation(1) ? 2 : 0
+    case 0xE0:
+        return continuation(1, 0xA0) && continuation(2) ? 3 : 0
+    case 0xE1...0xEC, 0xEE...0xEF:
+        return continuation(1) && continuation(2) ? 3 : 0
+    case 0xED:
+        return continuation(1, 0x80, 0x9F) && continuation(2) ? 3 : 0
+    case 0xF0:
+        return continuation(1, 0x90) && continuation(2) && continuation(3) ? 4 : 0
+    case 0xF1...0xF3:
+        return continuation(1) && continuation(2) && continuation(3) ? 4 : 0
+    case 0xF4:
+        return continuation(1, 0x80, 0x8F) && continuation(2) && continuation(3) ? 4 : 0
+    default:
+        return 0
+    }
+}
+
+/// A scalar member value read by `FlatObjectReader`.
+enum JSONScalar: Equatable {
+    case string(String)
+    /// The number's text exactly as written.
+    case number(String)
+    case bool(Bool)
+    case null
+    /// An object or array, skipped (validated, not kept).
+    case nested
+}
+
+/// Reads the top-level members of a JSON object, decoding string values. Tolerant by design:
+/// `read` returns the members seen before the first syntax error together with that error, so a
+/// truncated or hostile body still yields whatever it said up to that point. Strings longer than
+/// `stringBytesMax` are cut (on a UTF-8 boundary) rather than kept whole.
+struct FlatObjectReader {
+    static let stringBytesMax = 512
+
+    static func read(_ bytes: UnsafeBufferPointer<UInt8>) -> (members: [(key: String, value: JSONScalar)], error: JSONSyntaxError?) {
+        var scanner = JSONScanner(bytes)
+        var members: [(key: String, value: JSONScalar)] = []
+        do throws(JSONSyntaxError) {
+            scanner.skipWhitespace()
+            guard scanner.peek() == UInt8(ascii: "{") else { throw scanner.fail("expected a JSON object") }
+            scanner.index += 1
+            scanner.skipWhitespace()
+            if scanner.peek() == UInt8(ascii: "}") { return (members, nil) }
+            while true {
+                scanner.skipWhitespace()
+                guard scanner.peek() == UInt8(ascii: "\"") else { throw scanner.fail("expected a string key") }
+                let keyStart = scanner.index
+                try scanner.scanString()
+                let key = decodeString(bytes, keyStart, scanner.index)
+                scanner.skipWhitespace()
+                guard scanner.peek() == UInt8(ascii: ":") else { throw scanner.fail("expected ':' after a key") }
+                scanner.index += 1
+                scanner.skipWhitespace()
+                let valueStart = scanner.index
+                let value: JSONScalar
+                switch scanner.peek() {
+                case UInt8(ascii: "\""):
+                    try scanner.scanString()
+                    value = .string(decodeString(bytes, valueStart, scanner.index))
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    try scanner.skipValue()
+                    value = .nested
+                case UInt8(ascii: "t"), UInt8(ascii: "f"):
+                    try scanner.skipValue()
+                    value = .bool(bytes[valueStart] == UInt8(ascii: "t"))
+                case UInt8(ascii: "n"):
+                    try scanner.skipValue()
+                    value = .null
+                default:
+                    try scanner.skipValue()
+                    value = .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[valueStart..<scanner.index]), as: UTF8.self))
+                }
+                members.append((key, value))
+                scanner.skipWhitespace()
+                switch scanner.peek() {
+                case UInt8(ascii: ","): scanner.index += 1
+                case UInt8(ascii: "}"): return (members, nil)
+                case nil: throw scanner.fail("unterminated object")
+                default: throw scanner.fail("expected ',' or '}' in an object")
+                }
+            }
+        } catch {
+            return (members, error)
+        }
+    }
+
+    /// Decodes a validated string token (quotes included in `start..<end`).
+    static func decodeString(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(min(end - start, stringBytesMax + 4))
+        var index = start + 1
+        let stop = end - 1
+        while index < stop && out.count < stringBytesMax {
+            let byte = bytes[index]
+            if byte != UInt8(ascii: "\\") {
+                out.append(byte)
+                index += 1
+                continue
+            }
+            let escaped = bytes[index + 1]
+            index += 2
+            switch escaped {
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(bytes, index)
+                index += 4
+                if (0xD800..<0xDC00).contains(scalar), index + 6 <= stop,
+                   bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
+                    let low = hex4(bytes, index + 2)
+                    if (0xDC00..<0xE000).contains(low) {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        index += 6
+                    }
+                }
+                let unicode = Unicode.Scalar(scalar) ?? "\u{FFFD}"
+                out.append(contentsOf: Array(String(unicode).utf8))
+            default: out.append(escaped)  // " \ /
+            }
+        }
+        if out.count > stringBytesMax {
+            out.removeLast(out.count - stringBytesMax)
+        }
+        // Ill-formed or cut sequences become U+FFFD.
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hex4(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> UInt32 {
+        var value: UInt32 = 0
+        for offset in 0..<4 { value = value << 4 | UInt32(JSONScanner.hexValue(bytes[index + offset]) ?? 0) }
+        return value
+    }
+}
