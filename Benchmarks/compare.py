@@ -335,7 +335,9 @@ def client_argv(kind, tools, options, port, ca_file, body_file):
                 "-H", "content-type: application/json", url + REQUEST_PATH]
     argv = [tools.pushcast, "bench", "--endpoint", url, "--path", REQUEST_PATH,
             "-n", str(options.requests), "-c", str(options.connections), "-m", str(options.streams),
-            "--data", body_file, "--ca-file", ca_file, "--json"]
+            "--data", body_file, "--ca-file", ca_file, "--json",
+            # Same number of client threads as h2load's -t, so CPU per request compares like for like.
+            "--workers", str(options.h2load_threads)]
     if options.io:
         argv += ["--io", options.io]
     return argv

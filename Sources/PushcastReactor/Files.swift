@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file opened for reading in large sequential chunks (token files), or stdin for "-".
+/// Plain blocking read(2): files are always "ready", and the reader runs on its own thread.
+public final class InputFile {
+    public let path: String
+    private let fd: Int32
+    private let ownsDescriptor: Bool
+
+    public init(path: String) throws(ReactorError) {
+        self.path = path
+        if path == "-" {
+            fd = 0
+            ownsDescriptor = false
+        } else {
+            let opened = open(path, O_RDONLY | O_CLOEXEC)
+            guard opened >= 0 else { throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))") }
+            fd = opened
+            ownsDescriptor = true
+            posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+        }
+    }
+
+    deinit { if ownsDescriptor { close(fd) } }
+
+    /// Reads up to `buffer.count` bytes; 0 at end of file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(ReactorError) -> Int {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// True for a regular file (so a fast line count makes sense), false for stdin or a pipe.
+    public var isRegularFile: Bool {
+        var st = stat()
+        return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+    }
+}
+
+/// An append-only output file with a fixed buffer, created with mode 0600 (results, prune files
+/// and logs hold device tokens). Lines are written as whole buffers; `flush` writes the rest.
+public final class OutputFile {
+    public let path: String
+    private let fd: Int32
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var used = 0
+
+    /// Creates (or truncates) `path` with mode 0600.
+    public init(path: String, bufferBytes: Int = 64 * 1024) throws(ReactorError) {
+        self.path = path
+        let opened = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard opened >= 0 else { throw ReactorError("cannot create \(path): \(String(cString: strerror(errno)))") }
+        // An existing file keeps its old mode through O_CREAT; tighten it.
+        fchmod(opened, 0o600)
+        fd = opened
+        buffer = .allocate(byteCount: max(4096, bufferBytes), alignment: 16)
+    }
+
+    deinit {
+        try? flush()
+        close(fd)
+        buffer.deallocate()
+    }
+
+    /// Appends bytes, writing out full buffers.
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+        if used + bytes.count > buffer.count { try flush() }
+        if bytes.count > buffer.count {
+            try writeAll(bytes)
+            return
+        }
+        (buffer.baseAddress! + used).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        used += bytes.count
+    }
+
+    public func append(_ bytes: [UInt8]) throws(ReactorError) {
+        var failure: ReactorError? = nil
+        bytes.withUnsafeBytes { raw in
+            do throws(ReactorError) { try append(raw) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    public func append(_ text: String) throws(ReactorError) {
+        var copy = text
+        var failure: ReactorError? = nil
+        copy.withUTF8 { utf8 in
+            do throws(ReactorError) { try append(UnsafeRawBufferPointer(utf8)) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Writes everything buffered so far.
+    public func flush() throws(ReactorError) {
+        guard used > 0 else { return }
+        let pending = UnsafeRawBufferPointer(rebasing: buffer[0..<used])
+        used = 0
+        try writeAll(pending)
+    }
+
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ReactorError("cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+    }
+}
