@@ -37,16 +37,21 @@ let package = Package(
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
         .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"], swiftSettings: hotPath),
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"], swiftSettings: hotPath),
+        .target(
+            name: "PushcastEngine",
+            dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastInput"],
+            swiftSettings: hotPath),
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport", "PushcastAPNs"], swiftSettings: hotPath),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput"]),
         .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "COpenSSL"]),
+        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire"]),

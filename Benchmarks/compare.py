@@ -309,7 +309,8 @@ def start_server(kind, tools, options, work, raw, run_name, certificates):
         wait_for_listener(child, port)
         return child, port, ca_file
     mock_ca = os.path.join(work, run_name + "-mock-ca.pem")
-    argv = [tools.pushcast, "mock", "--port", "0", "--write-ca", mock_ca]
+    # --auth none: h2load sends no provider token; this row measures plain HTTP/2 serving.
+    argv = [tools.pushcast, "mock", "--port", "0", "--write-ca", mock_ca, "--auth", "none"]
     if options.mock_workers:
         argv += ["--workers", str(options.mock_workers)]
     child = Child(name, argv, raw)

@@ -19,26 +19,49 @@ public struct APNsDeviceToken: Sendable, Hashable, CustomStringConvertible {
     /// checks the shape. Reads the input twice at most and allocates only the output.
     public static func normalize(_ raw: String) throws(APNsTokenProblem) -> APNsDeviceToken {
         var raw = raw
-        return try raw.withUTF8 { bytes throws(APNsTokenProblem) in try normalize(UnsafeRawBufferPointer(bytes)) }
+        let result = raw.withUTF8 { bytes in
+            Result { () throws(APNsTokenProblem) in try normalize(UnsafeRawBufferPointer(bytes)) }
+        }
+        return try result.get()
     }
 
     /// The same, over the raw bytes of a field (for example a slice of a CSV reader's buffer).
     public static func normalize(_ raw: UnsafeRawBufferPointer) throws(APNsTokenProblem) -> APNsDeviceToken {
-        var digits = 0
-        for index in 0..<raw.count {
-            let byte = raw[index]
-            if byte == 0x20 || byte == UInt8(ascii: "<") || byte == UInt8(ascii: ">") { continue }
-            guard isHexDigit(byte) else { throw .notHex(position: index + 1) }
-            digits += 1
+        var skipped = 0
+        var bad = 0
+        if !allHexDigits(raw) {
+            // Slow path (spaces, brackets or junk): count per byte, branch-free.
+            for byte in raw {
+                let skip = (byte == 0x20) || (byte == UInt8(ascii: "<")) || (byte == UInt8(ascii: ">"))
+                let hex = (byte &- 0x30 < 10) || ((byte | 0x20) &- 0x61 < 6)
+                skipped &+= skip ? 1 : 0
+                bad &+= (hex || skip) ? 0 : 1
+            }
         }
+        if bad > 0 {
+            let index = raw.firstIndex { !isHexDigit($0) && $0 != 0x20 && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") }!
+            throw .notHex(position: index + 1)
+        }
+        let digits = raw.count - skipped
         if digits == 0 { throw .empty }
         if digits & 1 == 1 { throw .oddLength(digits: digits) }
         if digits < digitsMin { throw .tooShort(digits: digits) }
         if digits > digitsMax { throw .tooLong(digits: digits) }
+        // Pass 2: copy, lower-casing with one OR (A-F → a-f; digits already have bit 5 set).
         let hex = String(unsafeUninitializedCapacity: digits) { output in
+            if skipped == 0 {
+                var index = 0
+                while index + 8 <= digits {
+                    let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) | 0x2020_2020_2020_2020
+                    UnsafeMutableRawBufferPointer(output).storeBytes(of: word, toByteOffset: index, as: UInt64.self)
+                    index += 8
+                }
+                while index < digits { output[index] = raw[index] | 0x20; index += 1 }
+                return digits
+            }
             var written = 0
             for byte in raw where byte != 0x20 && byte != UInt8(ascii: "<") && byte != UInt8(ascii: ">") {
-                output[written] = byte | 0x20  // ASCII A-F → a-f; digits already have the bit set
+                output[written] = byte | 0x20
                 written += 1
             }
             return written
@@ -48,6 +71,32 @@ public struct APNsDeviceToken: Sendable, Hashable, CustomStringConvertible {
 
     /// Wraps text already known to be a normalised token.
     init(uncheckedHex: String) { hex = uncheckedHex }
+
+    /// Whether every byte is 0-9, A-F or a-f, eight bytes at a time (SWAR). With every byte
+    /// below 0x80, adding 0x80 − c to a byte sets its top bit exactly when the byte is ≥ c, and
+    /// no carry crosses into the next byte.
+    @inline(__always)
+    static func allHexDigits(_ raw: UnsafeRawBufferPointer) -> Bool {
+        let high: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func atLeast(_ word: UInt64, _ c: UInt64) -> UInt64 { word &+ (0x80 - c) &* 0x0101_0101_0101_0101 }
+        @inline(__always) func wordIsHex(_ word: UInt64) -> Bool {
+            guard word & high == 0 else { return false }
+            let lower = word | 0x2020_2020_2020_2020
+            let digit = atLeast(word, 0x30) & ~atLeast(word, 0x3A)
+            let letter = atLeast(lower, 0x61) & ~atLeast(lower, 0x67)
+            return (digit | letter) & high == high
+        }
+        var index = 0
+        while index + 8 <= raw.count {
+            if !wordIsHex(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return false }
+            index += 8
+        }
+        while index < raw.count {
+            if !isHexDigit(raw[index]) { return false }
+            index += 1
+        }
+        return true
+    }
 
     @inline(__always)
     static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -31,10 +31,18 @@ public enum APNsID {
                 UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(input)[(campaign.count + 1)...]).copyMemory(from: token)
             }
             withUnsafeMutableBytes(of: &digest) { out in
-                _ = SHA256(input.baseAddress, inputCount, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                var size: UInt32 = 0
+                // EVP_Digest with a pre-fetched EVP_MD: the one-shot SHA256() looks the algorithm up
+                // in the provider store on every call (two rwlocks, about 1 µs).
+                let ok = EVP_Digest(input.baseAddress, inputCount, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &size, sha256Digest, nil)
+                precondition(ok == 1 && size == 32, "SHA-256 failed")
             }
         }
-        return withUnsafeMutableBytes(of: &digest) { bytes in
+        return uuid(fromDigest: &digest)
+    }
+
+    static func uuid(fromDigest digest: inout (UInt64, UInt64, UInt64, UInt64)) -> String {
+        withUnsafeMutableBytes(of: &digest) { bytes in
             bytes[6] = (bytes[6] & 0x0F) | 0x50  // version 5
             bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
             return formatUUID(UnsafeRawBufferPointer(bytes))
@@ -70,5 +78,48 @@ public enum APNsID {
             }
         }
         return true
+    }
+}
+
+/// SHA-256, fetched from the default provider once. EVP_MD objects are immutable and safe to share.
+nonisolated(unsafe) let sha256Digest: OpaquePointer = {
+    guard let digest = EVP_MD_fetch(nil, "SHA256", nil) else { fatalError("OpenSSL has no SHA256 in its default provider") }
+    return digest
+}()
+
+/// `APNsID.derive` for one campaign, for one worker: keeps one digest context and the
+/// `campaign ‖ 0x00` bytes, so each id costs a re-initialisation (no algorithm lookup, no
+/// allocation) and one or two SHA-256 blocks. Not thread-safe; give each worker its own.
+public final class APNsIDGenerator {
+    public let campaign: String
+    private let prefix: [UInt8]
+    private let context: OpaquePointer
+
+    public init(campaign: String) {
+        self.campaign = campaign
+        prefix = Array(campaign.utf8) + [0]
+        guard let context = EVP_MD_CTX_new() else { fatalError("OpenSSL cannot allocate a digest context") }
+        self.context = context
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    /// The same value as `APNsID.derive(campaign:token:)`.
+    public func derive(token: UnsafeRawBufferPointer) -> String {
+        var digest = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &digest) { out in
+            var size: UInt32 = 0
+            let ok = EVP_DigestInit_ex2(context, sha256Digest, nil) == 1
+                && prefix.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, $0.count) } == 1
+                && EVP_DigestUpdate(context, token.baseAddress, token.count) == 1
+                && EVP_DigestFinal_ex(context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &size) == 1
+            precondition(ok && size == 32, "SHA-256 failed")
+        }
+        return APNsID.uuid(fromDigest: &digest)
+    }
+
+    public func derive(token: String) -> String {
+        var token = token
+        return token.withUTF8 { derive(token: UnsafeRawBufferPointer($0)) }
     }
 }

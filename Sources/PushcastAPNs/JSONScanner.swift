@@ -350,3 +350,26 @@ struct FlatObjectReader {
         return value
     }
 }
+
+/// Whole-document JSON validation for other modules (the mock checks request bodies with it).
+public enum JSONValidation {
+    /// Whether `bytes` is exactly one valid JSON object (RFC 8259, UTF-8), with optional
+    /// surrounding whitespace.
+    public static func isObject(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        firstError(bytes, requireObject: true) == nil
+    }
+
+    /// The byte offset and message of the first error, or nil when `bytes` is valid JSON (and an
+    /// object, when `requireObject`).
+    public static func firstError(_ bytes: UnsafeRawBufferPointer, requireObject: Bool) -> (offset: Int, message: String)? {
+        var scanner = JSONScanner(bytes.bindMemory(to: UInt8.self))
+        scanner.skipWhitespace()
+        if requireObject && scanner.peek() != UInt8(ascii: "{") { return (scanner.index, "expected a JSON object") }
+        do throws(JSONSyntaxError) {
+            try scanner.scanDocument { (_: JSONStringToken) throws(JSONSyntaxError) in }
+            return nil
+        } catch {
+            return (error.offset, error.message)
+        }
+    }
+}

@@ -20,6 +20,8 @@ public struct MockServerConfiguration: Sendable {
     public var limits = Limits()
     public var reactor = ReactorConfiguration()
     public var behavior = MockBehavior()
+    /// `--log FILE`: an NDJSON line per request.
+    public var logPath: String? = nil
 
     public init(certificate: MockCertificate) { self.certificate = certificate }
 }
@@ -38,6 +40,7 @@ public final class MockServer: @unchecked Sendable {
     private let stopSignal = ServerStopSignal()
     private let threads = WorkerThreads()
     private let failures = FailureList()
+    private let log: MockRequestLog?
 
     /// Starts every worker; returns once all of them listen.
     public init(configuration: MockServerConfiguration) throws(MockServerError) {
@@ -71,6 +74,14 @@ public final class MockServer: @unchecked Sendable {
         authorityCertificatePEM = authorityPEM
         let workers = max(1, configuration.workers)
         board = MockStatisticsBoard(workers: workers)
+        do {
+            log = try configuration.logPath.map { path throws(ReactorError) in try MockRequestLog(path: path) }
+        } catch {
+            throw MockServerError(description: error.description)
+        }
+        let shared = MockSharedState()
+        let limiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
+        let streamsMax = configuration.limits.streamsPerConnectionMax
 
         // Worker 0 binds first (port 0 becomes a real port); the others share that port.
         let ready = ReadyLatch()
@@ -80,12 +91,14 @@ public final class MockServer: @unchecked Sendable {
                                                       limits: configuration.limits, reactor: configuration.reactor)
         for index in 0..<workers {
             let snapshot = serverConfiguration
-            let (board, stop, failures, behavior) = (board, stopSignal, failures, configuration.behavior)
+            let (board, stop, failures, behavior, log) = (board, stopSignal, failures, configuration.behavior, log)
             threads.start(name: "mock-\(index)") {
                 let worker: ServerWorker
                 do throws(TransportError) {
                     worker = try ServerWorker(configuration: snapshot,
-                                              responder: MockResponder(behavior: behavior, board: board, workerIndex: index),
+                                              responder: MockResponder(behavior: behavior, board: board, workerIndex: index,
+                                                                       shared: shared, rateLimiter: limiter, log: log,
+                                                                       streamsMax: streamsMax),
                                               stop: stop, workerIndex: index)
                 } catch {
                     failures.add(error.description)
@@ -116,6 +129,7 @@ public final class MockServer: @unchecked Sendable {
     public func stop() -> MockStatistics {
         stopSignal.stop()
         threads.join()
+        log?.flush()
         return board.total()
     }
 

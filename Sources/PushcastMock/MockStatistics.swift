@@ -8,6 +8,8 @@ import Synchronization
 /// per loop turn, so no lock is taken per request.
 public struct MockStatistics: Sendable, Equatable {
     public var requests = 0
+    /// Requests answered 200.
+    public var delivered = 0
     public var statusCounts: [Int: Int] = [:]
     public var connectionsAccepted = 0
     public var connectionsOpen = 0
@@ -22,6 +24,7 @@ public struct MockStatistics: Sendable, Equatable {
 
     public mutating func merge(_ other: MockStatistics) {
         requests += other.requests
+        delivered += other.delivered
         for (k, v) in other.statusCounts { statusCounts[k, default: 0] += v }
         connectionsAccepted += other.connectionsAccepted
         connectionsOpen += other.connectionsOpen
@@ -35,7 +38,7 @@ public struct MockStatistics: Sendable, Equatable {
     public var json: String {
         let statuses = statusCounts.keys.sorted().map { "\"\($0)\":\(statusCounts[$0]!)" }.joined(separator: ",")
         let perConnection = streamsOpenMaxPerConnection.prefix(10_000).map(String.init).joined(separator: ",")
-        return "{\"requests\":\(requests),\"status\":{\(statuses)},\"connections_accepted\":\(connectionsAccepted),"
+        return "{\"requests\":\(requests),\"delivered\":\(delivered),\"status\":{\(statuses)},\"connections_accepted\":\(connectionsAccepted),"
             + "\"connections_open\":\(connectionsOpen),\"goaways_sent\":\(goAwaysSent),"
             + "\"max_concurrent_streams\":\(streamsOpenMax),"
             + "\"max_concurrent_streams_per_connection\":[\(perConnection)]}"

@@ -1,3 +1,4 @@
+import PushcastCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,4 +63,19 @@ public enum AddressResolution {
         }
         return String(cString: text)
     }
+}
+
+extension Reactor {
+    /// Wall-clock seconds since the Unix epoch (CLOCK_REALTIME), with fractions.
+    public static func wallClockSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// The real wall clock (CLOCK_REALTIME), for JWT issue times and 410 timestamps.
+public final class SystemWallClock: WallClock {
+    public init() {}
+    public func secondsSinceEpoch() -> Int64 { Int64(Reactor.wallClockSeconds()) }
 }

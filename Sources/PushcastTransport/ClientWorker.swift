@@ -46,12 +46,30 @@ public final class ClientWorker {
         init(index: Int) { self.index = index }
     }
 
+    /// Connections by reactor slot index. Slot indices are small and dense (the reactor's slot
+    /// table hands out the lowest free one), so an array replaces a hash lookup per completion.
+    private struct ConnectionsBySlot {
+        private var table: [Connection?] = []
+
+        subscript(index: UInt32) -> Connection? {
+            get { Int(index) < table.count ? table[Int(index)] : nil }
+            set {
+                let i = Int(index)
+                if i >= table.count {
+                    guard newValue != nil else { return }
+                    table.append(contentsOf: repeatElement(nil, count: i + 1 - table.count))
+                }
+                table[i] = newValue
+            }
+        }
+    }
+
     private let configuration: ClientConfiguration
     private let reactor: Reactor
     private let workload: ClientWorkload
     private let clock: TurnClock
     private var connections: [Connection]
-    private var bySlot: [UInt32: Connection] = [:]
+    private var bySlot = ConnectionsBySlot()
     private var inFlight = 0
     private var fatal: TransportError?
     public private(set) var statistics = ClientWorkerStatistics()
@@ -68,6 +86,11 @@ public final class ClientWorker {
     }
 
     public var backendKind: IOBackendKind { reactor.backendKind }
+
+    /// A waker another thread uses to interrupt this worker's wait (new work arrived).
+    public func makeWaker() throws(TransportError) -> ReactorWaker {
+        do { return try reactor.makeWaker() } catch { throw TransportError("cannot make a waker: \(error)") }
+    }
 
     /// Runs until the workload is exhausted and every request has its answer, or a fatal error.
     public func run() throws(TransportError) {

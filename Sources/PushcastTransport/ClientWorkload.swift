@@ -16,10 +16,17 @@ public protocol ClientWorkload: AnyObject {
     /// The earliest time (monotonic ns) at which a request not ready now becomes ready (a retry
     /// back-off, a rate limit), so the worker can sleep until then. Nil when nothing waits.
     var nextReadyNanoseconds: UInt64? { get }
+    /// Called once per loop turn, after the turn's events: a place to publish results in a batch.
+    func turnEnded()
 }
 
 /// Why a client run stopped early.
 public struct TransportError: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+}
+
+extension ClientWorkload {
+    /// Default: nothing to do at the end of a loop turn.
+    public func turnEnded() {}
 }

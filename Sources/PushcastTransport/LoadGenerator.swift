@@ -128,7 +128,18 @@ final class RepeatedRequestWorkload: ClientWorkload {
     private var startNanoseconds: [UInt64]
     private var attempts: [UInt8]
     private var freeTags: [UInt64]
-    private(set) var report = LoadReport()
+    /// Responses per status 100...599, folded into `report.statusCounts` when read (a dictionary
+    /// update per response costs a hash).
+    private var statusTally = [Int](repeating: 0, count: 500)
+    private var tallied = LoadReport()
+
+    var report: LoadReport {
+        var report = tallied
+        for (offset, count) in statusTally.enumerated() where count > 0 {
+            report.statusCounts[100 + offset, default: 0] += count
+        }
+        return report
+    }
 
     init(request: HTTP2Request, total: Int, inFlightMax: Int, retriesMax: Int, clock: MonotonicClock) {
         self.request = request
@@ -138,7 +149,7 @@ final class RepeatedRequestWorkload: ClientWorkload {
         startNanoseconds = Array(repeating: 0, count: inFlightMax)
         attempts = Array(repeating: 0, count: inFlightMax)
         freeTags = (0..<UInt64(inFlightMax)).reversed()
-        report.requests = total
+        tallied.requests = total
     }
 
     func nextRequest() -> (request: HTTP2Request, tag: UInt64)? {
@@ -155,9 +166,14 @@ final class RepeatedRequestWorkload: ClientWorkload {
 
     func received(tag: UInt64, response: HTTP2Response) {
         let elapsed = clock.nowNanoseconds() - startNanoseconds[Int(tag)]
-        report.latencyMicroseconds.record(elapsed / 1000)
-        report.statusCounts[response.status, default: 0] += 1
-        if response.status >= 200 && response.status < 300 { report.succeeded += 1 } else { report.failed += 1 }
+        tallied.latencyMicroseconds.record(elapsed / 1000)
+        let status = response.status
+        if status >= 100 && status < 600 {
+            statusTally[status - 100] += 1
+        } else {
+            tallied.statusCounts[status, default: 0] += 1
+        }
+        if status >= 200 && status < 300 { tallied.succeeded += 1 } else { tallied.failed += 1 }
         freeTags.append(tag)
     }
 
@@ -167,11 +183,11 @@ final class RepeatedRequestWorkload: ClientWorkload {
         if failure.isSafeToRetry && Int(attempts[i]) < retriesMax {
             // The tag is given back; the retry takes a fresh one, carrying its attempt count.
             retryAttempts.append(attempts[i] &+ 1)
-            report.retried += 1
+            tallied.retried += 1
             return
         }
-        report.failed += 1
-        report.failureCounts["\(failure)", default: 0] += 1
+        tallied.failed += 1
+        tallied.failureCounts["\(failure)", default: 0] += 1
     }
 
     var isExhausted: Bool { handedOut >= total && retryAttempts.isEmpty }

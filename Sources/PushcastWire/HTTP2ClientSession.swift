@@ -41,7 +41,11 @@ public final class HTTP2ClientSession {
         /// Offset in the session's output byte count of the HEADERS frame's first byte.
         var headersOutputOffset: Int64 = -1
         var unsentHeaderBytes = 0
-        var requestBody: [UInt8] = []
+        /// A copy of the request body, in storage the slot keeps for its next stream (freed at
+        /// `finish` when larger than `requestBodyKeptMax`), so reading it costs no refcounting.
+        var requestBody: UnsafeMutablePointer<UInt8>? = nil
+        var requestBodyCapacity = 0
+        var requestBodyCount = 0
         var requestBodyOffset = 0
         var status = 0
         var responseHeaders: [HTTP2Header] = []
@@ -50,6 +54,9 @@ public final class HTTP2ClientSession {
         var responseComplete = false
     }
 
+    /// A slot keeps body storage up to this size between streams (APNs and FCM cap payloads at 4 KiB).
+    static let requestBodyKeptMax = 4096
+
     private let limits: Limits
     private let clock: MonotonicClock
     private var session: OpaquePointer!
@@ -57,6 +64,10 @@ public final class HTTP2ClientSession {
     private let memory: UnsafeMutablePointer<nghttp2_mem>
     private let slots: UnsafeMutablePointer<Slot>
     private let slotCapacity: Int
+    /// Client stream ids are odd and ascending, so (id >> 1) & mask spreads the live ones over a
+    /// table twice the slab's size; entries are hints, checked in `slotIndex`.
+    private let streamTable: UnsafeMutablePointer<Int32>
+    private let streamTableMask: Int
     private var freeSlot = -1
     private var oldestSlot = -1
     private var newestSlot = -1
@@ -69,8 +80,11 @@ public final class HTTP2ClientSession {
     private var peerMaxConcurrentStreams: Int
     private var connectionErrorText: String?
 
-    private var events: [HTTP2ClientEvent] = []
-    private var drainingEvents: [HTTP2ClientEvent] = []
+    /// Events recorded and not yet taken; `takeEvents` swaps in `drainingEvents` and hands
+    /// those out by move while new ones collect here.
+    private var events: HTTP2EventBuffer<HTTP2ClientEvent>
+    private var drainingEvents: HTTP2EventBuffer<HTTP2ClientEvent>
+    private var takingEvents = false
 
     private let headerBlock = HTTP2HeaderBlockBuilder()
     private var remainder = HTTP2OutputRemainder()
@@ -94,13 +108,18 @@ public final class HTTP2ClientSession {
         memory = HTTP2MemoryPool.make(streamsMax: limits.streamsPerConnectionMax)
         slots = .allocate(capacity: slotCapacity)
         slots.initialize(repeating: Slot(), count: slotCapacity)
+        var tableSize = 16
+        while tableSize < 2 * slotCapacity { tableSize <<= 1 }
+        streamTable = .allocate(capacity: tableSize)
+        streamTable.initialize(repeating: -1, count: tableSize)
+        streamTableMask = tableSize - 1
         for index in 0..<slotCapacity { slots[index].next = index + 1 < slotCapacity ? index + 1 : -1 }
         freeSlot = 0
         // nghttp2 assumes 100 until the peer's first SETTINGS; assume no more than our own cap.
         peerMaxConcurrentStreams = min(100, limits.streamsPerConnectionMax)
         lastReceiveNanoseconds = clock.nowNanoseconds()
-        events.reserveCapacity(slotCapacity + 16)
-        drainingEvents.reserveCapacity(slotCapacity + 16)
+        events = HTTP2EventBuffer(capacity: slotCapacity + 16)
+        drainingEvents = HTTP2EventBuffer(capacity: slotCapacity + 16)
 
         var callbacks: OpaquePointer?
         var rv = nghttp2_session_callbacks_new(&callbacks)
@@ -123,6 +142,9 @@ public final class HTTP2ClientSession {
         var settings = [
             nghttp2_settings_entry(settings_id: NG.settingsEnablePush, value: 0),
             nghttp2_settings_entry(settings_id: NG.settingsInitialWindowSize, value: UInt32(limits.windowBytes)),
+            // RFC 9218 §2.1: we send no RFC 7540 priority signals; nghttp2 then schedules
+            // without its priority tree and keeps no closed streams for it.
+            nghttp2_settings_entry(settings_id: NG.settingsNoRFC7540Priorities, value: 1),
         ]
         rv = nghttp2_submit_settings(session, NG.flagNone, &settings, settings.count)
         guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_submit_settings") }
@@ -135,8 +157,12 @@ public final class HTTP2ClientSession {
     deinit {
         if let session { nghttp2_session_del(session) }
         HTTP2MemoryPool.destroy(memory)
+        for index in 0..<slotCapacity { slots[index].requestBody?.deallocate() }
         slots.deinitialize(count: slotCapacity)
         slots.deallocate()
+        streamTable.deallocate()
+        events.deallocate()
+        drainingEvents.deallocate()
         remainder.deallocate()
     }
 
@@ -145,8 +171,9 @@ public final class HTTP2ClientSession {
     /// min(our cap, the peer's SETTINGS_MAX_CONCURRENT_STREAMS); 0 once draining or closed.
     public var streamsAllowed: Int {
         guard lifecycle == .open else { return 0 }
-        let peer = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
-        return min(limits.streamsPerConnectionMax, peer)
+        // `peerMaxConcurrentStreams` mirrors nghttp2's remote setting: the option before the
+        // first SETTINGS, and each SETTINGS frame's value after (see `frameReceived`).
+        return min(limits.streamsPerConnectionMax, peerMaxConcurrentStreams)
     }
 
     /// Bytes the caller has not yet pulled: submitted but unserialized, plus the held remainder.
@@ -173,39 +200,60 @@ public final class HTTP2ClientSession {
         let index = freeSlot
         precondition(index >= 0, "streamsAllowed never exceeds the slab")
 
-        var headerBytes = request.method.utf8.count + request.scheme.utf8.count
-            + request.authority.utf8.count + request.path.utf8.count
-        for header in request.headers { headerBytes += header.name.utf8.count + header.value.utf8.count }
-        headerBlock.begin(fieldCount: 4 + request.headers.count, byteCount: headerBytes)
+        headerBlock.begin()
         headerBlock.append(.method, request.method)
         headerBlock.append(.scheme, request.scheme)
         headerBlock.append(.authority, request.authority)
         headerBlock.append(.path, request.path)
-        for header in request.headers { headerBlock.append(header) }
+        request.headers.withUnsafeBufferPointer { headers in
+            for i in headers.indices { headerBlock.append(headers[i]) }
+        }
+        let fields = headerBlock.finish()
+        let headerBytes = headerBlock.byteCount
 
         let streamID: Int32
         if request.body.isEmpty {
-            streamID = nghttp2_submit_request(session, nil, headerBlock.fields, headerBlock.count, nil, NG.userData(slot: index))
+            streamID = nghttp2_submit_request(session, nil, fields, headerBlock.count, nil, NG.userData(slot: index))
         } else {
             var provider = nghttp2_data_provider()
             provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-                Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
-                    .readRequestBody(streamID: streamID, into: buffer!, length: length, flags: flags!)
+                Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                    $0.readRequestBody(streamID: streamID, into: buffer!, length: length, flags: flags!)
+                }
             }
-            streamID = nghttp2_submit_request(session, nil, headerBlock.fields, headerBlock.count, &provider, NG.userData(slot: index))
+            streamID = nghttp2_submit_request(session, nil, fields, headerBlock.count, &provider, NG.userData(slot: index))
         }
         guard streamID > 0 else { return nil }
 
-        freeSlot = slots[index].next
+        let slot = slots + index
+        freeSlot = slot.pointee.next
         // Back-pressure estimate: HPACK output is at most about the raw field bytes, plus the
         // 9-byte frame header (RFC 9113 §4.1).
         let estimatedHeaderBytes = headerBytes + 9
-        slots[index] = Slot(
-            state: .queued, streamID: streamID, tag: tag,
-            deadlineNanoseconds: clock.nowNanoseconds() &+ limits.requestTimeoutNanoseconds,
-            previous: newestSlot, next: -1,
-            unsentHeaderBytes: estimatedHeaderBytes,
-            requestBody: request.body)
+        slot.pointee.state = .queued
+        slot.pointee.streamID = streamID
+        slot.pointee.tag = tag
+        slot.pointee.deadlineNanoseconds = clock.nowNanoseconds() &+ limits.requestTimeoutNanoseconds
+        slot.pointee.previous = newestSlot
+        slot.pointee.next = -1
+        slot.pointee.headersOutputOffset = -1
+        slot.pointee.unsentHeaderBytes = estimatedHeaderBytes
+        // A free slot keeps its last body; the same body again (a campaign's shared payload)
+        // then costs no retain/release.
+        request.body.withUnsafeBufferPointer { body in
+            if body.count > slot.pointee.requestBodyCapacity {
+                slot.pointee.requestBody?.deallocate()
+                slot.pointee.requestBody = .allocate(capacity: body.count)
+                slot.pointee.requestBodyCapacity = body.count
+            }
+            if let base = body.baseAddress, body.count > 0 { slot.pointee.requestBody!.update(from: base, count: body.count) }
+            slot.pointee.requestBodyCount = body.count
+        }
+        slot.pointee.requestBodyOffset = 0
+        slot.pointee.status = 0
+        slot.pointee.responseBodyTruncated = false
+        slot.pointee.responseComplete = false
+        streamTable[Int(streamID >> 1) & streamTableMask] = Int32(truncatingIfNeeded: index)
         if newestSlot >= 0 { slots[newestSlot].next = index } else { oldestSlot = index }
         newestSlot = index
         streamsOpen += 1
@@ -325,12 +373,18 @@ public final class HTTP2ClientSession {
         finishIfDone()
     }
 
-    /// Hands every recorded event to `body`, in order. `body` may call back into the session.
+    /// Hands every recorded event to `body`, in order. `body` may call back into the session;
+    /// events it causes are handed out by the same call, after the ones before them. A nested
+    /// `takeEvents` from inside `body` returns at once (the outer call delivers them).
     public func takeEvents(_ body: (HTTP2ClientEvent) -> Void) {
+        guard !takingEvents else { return }
+        takingEvents = true
+        defer { takingEvents = false }
         while !events.isEmpty {
             swap(&events, &drainingEvents)
-            for event in drainingEvents { body(event) }
-            drainingEvents.removeAll(keepingCapacity: true)
+            // `drainingEvents` receives no appends until the next swap, which only this loop does.
+            let (base, n) = drainingEvents.releaseAll()
+            for i in 0..<n { body((base + i).move()) }
         }
     }
 
@@ -341,22 +395,36 @@ public final class HTTP2ClientSession {
         let slot = slots + index
         precondition(slot.pointee.state != .free)
         events.append(event)
-        outputQueuedBytes -= slot.pointee.unsentHeaderBytes + (slot.pointee.requestBody.count - slot.pointee.requestBodyOffset)
-        // nghttp2 may still hold the stream (an RST_STREAM not yet sent): make it forget the slot.
-        nghttp2_session_set_stream_user_data(session, slot.pointee.streamID, nil)
+        outputQueuedBytes -= slot.pointee.unsentHeaderBytes + (slot.pointee.requestBodyCount - slot.pointee.requestBodyOffset)
+        // nghttp2 may still hold the stream (an RST_STREAM not yet sent) and name it in a later
+        // callback: `slotIndex` checks the stream id, which a reused slot never repeats.
         let previous = slot.pointee.previous
         let next = slot.pointee.next
         if previous >= 0 { slots[previous].next = next } else { oldestSlot = next }
         if next >= 0 { slots[next].previous = previous } else { newestSlot = previous }
-        slot.pointee = Slot(next: freeSlot)
+        slot.pointee.state = .free
+        slot.pointee.previous = -1
+        slot.pointee.next = freeSlot
+        if slot.pointee.requestBodyCapacity > Self.requestBodyKeptMax {
+            slot.pointee.requestBody?.deallocate()
+            slot.pointee.requestBody = nil
+            slot.pointee.requestBodyCapacity = 0
+        }
+        slot.pointee.requestBodyCount = 0
+        slot.pointee.requestBodyOffset = 0
+        if !slot.pointee.responseHeaders.isEmpty { slot.pointee.responseHeaders = [] }
+        if !slot.pointee.responseBody.isEmpty { slot.pointee.responseBody = [] }
         freeSlot = index
         streamsOpen -= 1
     }
 
     /// The slot of an active stream, checked against the stream id so that a stale pointer from
-    /// nghttp2 can never reach a reused slot.
+    /// nghttp2 can never reach a reused slot. The direct-mapped table answers almost always;
+    /// nghttp2's stream user data is the fallback when two live streams share a table entry.
     @inline(__always)
     private func slotIndex(streamID: Int32) -> Int? {
+        let hint = Int(streamTable[Int(streamID >> 1) & streamTableMask])
+        if hint >= 0, slots[hint].state != .free, slots[hint].streamID == streamID { return hint }
         if let index = NG.slot(userData: nghttp2_session_get_stream_user_data(session, streamID)),
            index < slotCapacity, slots[index].state != .free, slots[index].streamID == streamID {
             return index
@@ -421,16 +489,14 @@ public final class HTTP2ClientSession {
                                      flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let index = slotIndex(streamID: streamID) else { return NG.temporalCallbackFailure }
         let slot = slots + index
-        let remaining = slot.pointee.requestBody.count - slot.pointee.requestBodyOffset
+        let remaining = slot.pointee.requestBodyCount - slot.pointee.requestBodyOffset
         let n = min(remaining, length)
         if n > 0 {
-            slot.pointee.requestBody.withUnsafeBufferPointer { body in
-                buffer.update(from: body.baseAddress! + slot.pointee.requestBodyOffset, count: n)
-            }
+            buffer.update(from: slot.pointee.requestBody! + slot.pointee.requestBodyOffset, count: n)
             slot.pointee.requestBodyOffset += n
             outputQueuedBytes -= n
         }
-        if slot.pointee.requestBodyOffset == slot.pointee.requestBody.count {
+        if slot.pointee.requestBodyOffset == slot.pointee.requestBodyCount {
             flags.pointee |= NG.dataFlagEOF
         }
         return n
@@ -547,30 +613,33 @@ public final class HTTP2ClientSession {
 
     private static func install(_ callbacks: OpaquePointer) {
         nghttp2_session_callbacks_set_before_frame_send_callback(callbacks) { _, frame, userData in
-            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue().beforeFrameSend(frame!)
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef { $0.beforeFrameSend(frame!) }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, error, userData in
-            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue().frameNotSent(frame!, error: error)
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef { $0.frameNotSent(frame!, error: error) }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
-            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
-                .header(streamID: frame!.pointee.hd.stream_id, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.header(streamID: frame!.pointee.hd.stream_id, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
-            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
-                .dataChunk(streamID: streamID, data: data, length: length)
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.dataChunk(streamID: streamID, data: data, length: length)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
-            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue().frameReceived(frame!)
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef { $0.frameReceived(frame!) }
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
-            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
-                .streamClosed(streamID: streamID, errorCode: errorCode)
+            Unmanaged<HTTP2ClientSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.streamClosed(streamID: streamID, errorCode: errorCode)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_error_callback2(callbacks) { _, code, message, length, userData in

@@ -24,6 +24,7 @@ enum NG {
     static let settingsMaxConcurrentStreams = Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue)
     static let settingsInitialWindowSize = Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue)
     static let settingsEnablePush = Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue)
+    static let settingsNoRFC7540Priorities = Int32(NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES.rawValue)
     /// The RFC 9113 §6.5.2 default connection window, which only WINDOW_UPDATE can enlarge.
     static let defaultWindowBytes: Int32 = 65_535
 
@@ -59,6 +60,8 @@ enum HTTP2PseudoHeader: Int, CaseIterable {
 /// Builds one nghttp2_nv array at a time in storage that is reused for every frame. nghttp2
 /// copies names and values during `nghttp2_submit_*` (except the pseudo-header names, which
 /// live as long as this builder), so the storage is free again as soon as submit returns.
+/// The storage grows on demand (rebasing the fields already built), so a block is built in one
+/// pass without measuring it first.
 final class HTTP2HeaderBlockBuilder {
     private(set) var fields: UnsafeMutablePointer<nghttp2_nv>
     private(set) var count = 0
@@ -94,22 +97,20 @@ final class HTTP2HeaderBlockBuilder {
         pseudoNames.deallocate()
     }
 
-    /// Starts a block of at most `fieldCount` fields holding at most `byteCount` bytes of
-    /// names and values (not counting pseudo-header names). Grows the storage only when needed.
-    func begin(fieldCount: Int, byteCount: Int) {
-        if fieldCount > fieldCapacity {
-            fields.deallocate()
-            fieldCapacity = max(fieldCount, fieldCapacity * 2)
-            fields = .allocate(capacity: fieldCapacity)
-        }
-        if byteCount > byteCapacity {
-            bytes.deallocate()
-            byteCapacity = max(byteCount, byteCapacity * 2)
-            bytes = .allocate(capacity: byteCapacity)
-        }
+    /// Bytes of names and values in the current block (not counting pseudo-header names).
+    var byteCount: Int { bytesUsed }
+
+    /// Starts a block, reserving room for `fieldCount` fields and `byteCount` bytes of names
+    /// and values (not counting pseudo-header names). Grows the storage only when needed.
+    func begin(fieldCount: Int = 0, byteCount: Int = 0) {
         count = 0
         bytesUsed = 0
+        if fieldCount > fieldCapacity { growFields(to: fieldCount) }
+        if byteCount > byteCapacity { growBytes(to: byteCount) }
     }
+
+    /// The fields of the block, valid until the next `begin` or `append`.
+    func finish() -> UnsafeMutablePointer<nghttp2_nv> { fields }
 
     func append(_ pseudo: HTTP2PseudoHeader, _ value: String) {
         let valueStart = copy(value)
@@ -121,7 +122,7 @@ final class HTTP2HeaderBlockBuilder {
     /// `:status` from an integer, without creating a String.
     func appendStatus(_ status: Int) {
         precondition(status >= 100 && status <= 999, "HTTP status must have three digits")
-        precondition(bytesUsed + 3 <= byteCapacity)
+        if bytesUsed + 3 > byteCapacity { growBytes(to: bytesUsed + 3) }
         let start = bytesUsed
         bytes[start] = UInt8(0x30 + status / 100)
         bytes[start + 1] = UInt8(0x30 + (status / 10) % 10)
@@ -136,7 +137,7 @@ final class HTTP2HeaderBlockBuilder {
         let nameStart = copy(header.name)
         let nameLength = bytesUsed - nameStart
         let valueStart = copy(header.value)
-        precondition(count < fieldCapacity)
+        if count == fieldCapacity { growFields(to: count + 1) }
         fields[count] = nghttp2_nv(
             name: bytes + nameStart, value: bytes + valueStart,
             namelen: nameLength, valuelen: bytesUsed - valueStart, flags: NG.flagNone)
@@ -145,7 +146,7 @@ final class HTTP2HeaderBlockBuilder {
 
     @inline(__always)
     private func add(name: UnsafeMutablePointer<UInt8>, nameLength: Int, value: Int, valueLength: Int, flags: UInt8) {
-        precondition(count < fieldCapacity)
+        if count == fieldCapacity { growFields(to: count + 1) }
         fields[count] = nghttp2_nv(name: name, value: bytes + value, namelen: nameLength, valuelen: valueLength, flags: flags)
         count += 1
     }
@@ -154,15 +155,90 @@ final class HTTP2HeaderBlockBuilder {
     @inline(__always)
     private func copy(_ string: String) -> Int {
         let start = bytesUsed
-        var string = string
-        string.withUTF8 { utf8 in
-            precondition(start + utf8.count <= byteCapacity, "header block larger than announced")
-            if let base = utf8.baseAddress, utf8.count > 0 {
-                (bytes + start).update(from: base, count: utf8.count)
-            }
-            bytesUsed = start + utf8.count
+        let copied: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in copy(utf8, at: start) }
+        if copied == nil {
+            var string = string
+            string.withUTF8 { copy($0, at: start) }
         }
         return start
+    }
+
+    @inline(__always)
+    private func copy(_ utf8: UnsafeBufferPointer<UInt8>, at start: Int) {
+        if start + utf8.count > byteCapacity { growBytes(to: start + utf8.count) }
+        if let base = utf8.baseAddress, utf8.count > 0 {
+            (bytes + start).update(from: base, count: utf8.count)
+        }
+        bytesUsed = start + utf8.count
+    }
+
+    private func growFields(to needed: Int) {
+        let capacity = max(needed, fieldCapacity * 2)
+        let grown = UnsafeMutablePointer<nghttp2_nv>.allocate(capacity: capacity)
+        grown.update(from: fields, count: count)
+        fields.deallocate()
+        fields = grown
+        fieldCapacity = capacity
+    }
+
+    /// Moves the byte storage, pointing the fields built so far at the new copy.
+    private func growBytes(to needed: Int) {
+        let capacity = max(needed, byteCapacity * 2)
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        grown.update(from: bytes, count: bytesUsed)
+        let old = bytes
+        let oldEnd = bytes + byteCapacity
+        for i in 0..<count {
+            if fields[i].name >= old && fields[i].name < oldEnd { fields[i].name = grown + (fields[i].name - old) }
+            if fields[i].value >= old && fields[i].value <= oldEnd { fields[i].value = grown + (fields[i].value - old) }
+        }
+        bytes.deallocate()
+        bytes = grown
+        byteCapacity = capacity
+    }
+}
+
+// MARK: - Event buffer
+
+/// A growable FIFO of recorded events. `takeAll` moves each one out, so handing an event to the
+/// caller costs no copy (no retain of its payload) and clearing costs no release.
+struct HTTP2EventBuffer<Event> {
+    private(set) var storage: UnsafeMutablePointer<Event>
+    private var capacity: Int
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 4)
+        storage = .allocate(capacity: self.capacity)
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    mutating func append(_ event: Event) {
+        if count == capacity {
+            let grown = UnsafeMutablePointer<Event>.allocate(capacity: capacity * 2)
+            grown.moveInitialize(from: storage, count: count)
+            storage.deallocate()
+            storage = grown
+            capacity *= 2
+        }
+        (storage + count).initialize(to: event)
+        count += 1
+    }
+
+    /// Forgets the events without destroying them: the caller has taken ownership of
+    /// `storage[0..<count]` and moves each one out.
+    mutating func releaseAll() -> (UnsafeMutablePointer<Event>, Int) {
+        let taken = (storage, count)
+        count = 0
+        return taken
+    }
+
+    mutating func deallocate() {
+        storage.deinitialize(count: count)
+        storage.deallocate()
+        count = 0
+        capacity = 0
     }
 }
 

@@ -6,7 +6,7 @@ import PushcastCommandLine
 let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
-    commands: [MockCommand.spec, BenchCommand.spec, DemoCommand.spec])
+    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
     do {
@@ -21,6 +21,8 @@ func runMain(_ arguments: [String]) -> Int32 {
                 return ExitStatus.success.rawValue
             case .arguments(let parsed):
                 switch spec.name {
+                case SendCommand.spec.name: return try SendCommand.run(parsed, checkOnly: false).rawValue
+                case SendCommand.checkSpec.name: return try SendCommand.run(parsed, checkOnly: true).rawValue
                 case MockCommand.spec.name: return try MockCommand.run(parsed).rawValue
                 case BenchCommand.spec.name: return try BenchCommand.run(parsed).rawValue
                 case DemoCommand.spec.name: return try DemoCommand.run(parsed).rawValue

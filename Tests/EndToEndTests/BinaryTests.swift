@@ -96,7 +96,7 @@ final class BinaryTests: XCTestCase {
         let caFile = directory + "/ca.pem"
         let mock = Process()
         mock.executableURL = URL(fileURLWithPath: Self.binary)
-        mock.arguments = ["mock", "--port", "0", "--workers", "1", "--write-ca", caFile, "--duration", "60s"]
+        mock.arguments = ["mock", "--port", "0", "--workers", "1", "--write-ca", caFile, "--duration", "60s", "--auth", "none"]
         let out = Pipe()
         mock.standardOutput = out
         mock.standardError = FileHandle.nullDevice

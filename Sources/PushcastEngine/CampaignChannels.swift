@@ -1,0 +1,136 @@
+import Foundation
+import PushcastCore
+import PushcastReactor
+import Synchronization
+
+/// The reader's hand-off to one worker: a bounded queue of prepared notifications, taken in
+/// batches (one lock per batch, not per notification). Its capacity is the worker's share of the
+/// in-flight budget, so this queue and the in-flight streams are the only buffer between the input
+/// file and the network.
+public final class NotificationChannel: @unchecked Sendable {
+    private struct State {
+        var items: [PreparedNotification] = []
+        var closed = false
+    }
+    private let state = Mutex(State())
+    public let capacity: Int
+    private let wakerBox = Mutex<ReactorWaker?>(nil)
+
+    public init(capacity: Int) { self.capacity = capacity }
+
+    /// The worker registers its reactor's waker so that new work wakes a sleeping poll.
+    public func attach(_ waker: ReactorWaker) {
+        wakerBox.withLock { $0 = waker }
+    }
+
+    /// Free room in the queue.
+    public var room: Int { state.withLock { capacity - $0.items.count } }
+
+    /// Adds a batch (the caller respects `room`) and wakes the worker.
+    public func push(_ batch: inout [PreparedNotification]) {
+        guard !batch.isEmpty else { return }
+        state.withLock { $0.items.append(contentsOf: batch) }
+        batch.removeAll(keepingCapacity: true)
+        wakerBox.withLock { $0 }?.wake()
+    }
+
+    /// No more notifications will come.
+    public func close() {
+        state.withLock { $0.closed = true }
+        wakerBox.withLock { $0 }?.wake()
+    }
+
+    /// Moves up to `limit` items into `into`; returns whether the channel is closed and drained.
+    public func take(into: inout [PreparedNotification], limit: Int) -> (taken: Int, finished: Bool) {
+        state.withLock { s in
+            let n = min(limit, s.items.count)
+            if n > 0 {
+                into.append(contentsOf: s.items[0..<n])
+                s.items.removeFirst(n)
+            }
+            return (n, s.closed && s.items.isEmpty)
+        }
+    }
+}
+
+/// Outcomes from every worker to the results writer, in batches, with a condition the writer
+/// waits on. Also carries the run's stop signal.
+public final class OutcomeChannel: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [OutcomeRecord] = []
+    private var stopReason: String?
+    private let stopped = Atomic<Bool>(false)
+    private var workerFailures: [String] = []
+
+    public init() {}
+
+    public func push(_ batch: inout [OutcomeRecord]) {
+        guard !batch.isEmpty else { return }
+        condition.lock()
+        items.append(contentsOf: batch)
+        condition.signal()
+        condition.unlock()
+        batch.removeAll(keepingCapacity: true)
+    }
+
+    /// Takes everything queued, waiting up to `timeoutSeconds` for something to arrive.
+    public func take(into out: inout [OutcomeRecord], timeoutSeconds: Double) {
+        condition.lock()
+        if items.isEmpty && timeoutSeconds > 0 {
+            _ = condition.wait(until: Date(timeIntervalSinceNow: timeoutSeconds))
+        }
+        swap(&items, &out)
+        condition.unlock()
+    }
+
+    /// Wakes a waiting writer (a worker finished, or space opened in a queue).
+    public func nudge() {
+        condition.lock()
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// A credential the provider rejected: every worker stops handing out new requests.
+    public func stop(reason: String) {
+        condition.lock()
+        if stopReason == nil { stopReason = reason }
+        stopped.store(true, ordering: .releasing)
+        condition.signal()
+        condition.unlock()
+    }
+
+    @inline(__always)
+    public var isStopped: Bool { stopped.load(ordering: .relaxed) }
+
+    public var reasonForStop: String? {
+        condition.lock()
+        defer { condition.unlock() }
+        return stopReason
+    }
+
+    public func workerFailed(_ message: String) {
+        condition.lock()
+        workerFailures.append(message)
+        condition.signal()
+        condition.unlock()
+    }
+
+    public var failures: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return workerFailures
+    }
+}
+
+/// Live figures a worker publishes for the progress line (relaxed atomics, no locks).
+public final class WorkerGauge: Sendable {
+    public let inFlight = Atomic<Int>(0)
+    public let retries = Atomic<Int>(0)
+    public init() {}
+}
+
+/// A counter threads share (here: how many workers have finished).
+public final class SharedCounter: Sendable {
+    public let value = Atomic<Int>(0)
+    public init() {}
+}

@@ -1,0 +1,89 @@
+import Foundation
+import PushcastCore
+
+/// The end-of-run figures: counts per outcome and reason, rate, latency, wall time.
+public struct CampaignSummary: Sendable {
+    public var rows = 0
+    public var outcomes: [OutcomeKind: Int] = [:]
+    public var reasons: [String: Int] = [:]
+    public var latencyMicroseconds = LatencyHistogram()
+    public var wallSeconds = 0.0
+    public var retries = 0
+    public var stoppedBecause: String?
+    public var resultsPath = ""
+    public var prunePath = ""
+    public var pruned = 0
+
+    public init() {}
+
+    public mutating func record(_ r: OutcomeRecord) {
+        rows += 1
+        outcomes[r.outcome, default: 0] += 1
+        if let reason = r.reason { reasons[reason, default: 0] += 1 }
+        if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
+        if r.belongsInPruneFile { pruned += 1 }
+    }
+
+    /// Notifications that got an answer from the provider per second of wall time.
+    public var sentPerSecond: Double {
+        let sent = (outcomes[.delivered] ?? 0) + (outcomes[.pruned] ?? 0) + (outcomes[.failed] ?? 0)
+        return wallSeconds > 0 ? Double(sent) / wallSeconds : 0
+    }
+
+    /// 0 when every row ended in an expected outcome, 1 when some failed or are unknown, 2 when
+    /// the run had to stop.
+    public var exitStatus: Int32 {
+        if stoppedBecause != nil { return 2 }
+        return outcomes.contains { !$0.key.isExpected && $0.value > 0 } ? 1 : 0
+    }
+
+    public var text: String {
+        var lines: [String] = []
+        let order: [OutcomeKind] = [.delivered, .pruned, .failed, .invalid, .duplicate, .unknown]
+        lines.append("rows: \(rows)  " + order.map { "\($0.rawValue) \(outcomes[$0] ?? 0)" }.joined(separator: "  "))
+        if !reasons.isEmpty {
+            lines.append("reasons: " + reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+                .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        let l = latencyMicroseconds
+        lines.append(String(format: "rate: %.0f notifications/s   latency p50 %.1f ms, p99 %.1f ms   wall %.2f s   retries %d",
+                            sentPerSecond, Double(l.value(atQuantile: 0.5)) / 1000, Double(l.value(atQuantile: 0.99)) / 1000,
+                            wallSeconds, retries))
+        if let stoppedBecause { lines.append("stopped: \(stoppedBecause)") }
+        return lines.joined(separator: "\n")
+    }
+
+    public var json: String {
+        var out = [UInt8]()
+        out += "{\"rows\":".utf8
+        ResultEncoding.appendInteger(rows, to: &out)
+        out += ",\"outcomes\":{".utf8
+        for (i, kind) in OutcomeKind.allCases.enumerated() {
+            if i > 0 { out.append(0x2C) }
+            out += "\"\(kind.rawValue)\":".utf8
+            ResultEncoding.appendInteger(outcomes[kind] ?? 0, to: &out)
+        }
+        out += "},\"reasons\":{".utf8
+        for (i, entry) in reasons.sorted(by: { $0.key < $1.key }).enumerated() {
+            if i > 0 { out.append(0x2C) }
+            ResultEncoding.appendJSONString(entry.key, to: &out)
+            out.append(0x3A)
+            ResultEncoding.appendInteger(entry.value, to: &out)
+        }
+        out += "},\"retries\":".utf8
+        ResultEncoding.appendInteger(retries, to: &out)
+        out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f},\"wall_seconds\":%.3f",
+                      sentPerSecond, Double(latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
+                      Double(latencyMicroseconds.value(atQuantile: 0.99)) / 1000, wallSeconds).utf8
+        out += ",\"results\":".utf8
+        ResultEncoding.appendJSONString(resultsPath, to: &out)
+        out += ",\"prune\":".utf8
+        ResultEncoding.appendJSONString(prunePath, to: &out)
+        out += ",\"stopped\":".utf8
+        ResultEncoding.appendJSONString(stoppedBecause, to: &out)
+        out += ",\"exit_status\":".utf8
+        ResultEncoding.appendInteger(Int(exitStatus), to: &out)
+        out += "}\n".utf8
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,66 @@
+import PushcastCore
+
+/// What happened to one input row: one line of the results file.
+public struct OutcomeRecord: Sendable, Equatable {
+    /// 1-based data-row number in the input.
+    public var row: Int
+    /// The row's identity column (`--id-column`), copied through.
+    public var id: String?
+    /// The token as sent (APNs tokens normalised), or as read when it could not be used.
+    public var token: String
+    public var provider: ProviderID?
+    public var outcome: OutcomeKind
+    /// The provider's HTTP status, when it answered.
+    public var status: Int?
+    /// The provider's reason (`Unregistered`, `BadDeviceToken`, …) or pushcast's own
+    /// (`InvalidToken`, `MalformedRow`, `PayloadTooLarge`, `Duplicate`, `Timeout`, …).
+    public var reason: String?
+    /// A human explanation naming the file, line and field, for rows pushcast refused.
+    public var error: String?
+    public var apnsID: String?
+    /// ISO 8601 time at which APNs says the token stopped being valid (from a 410).
+    public var unregisteredAt: String?
+    /// For duplicates: the row that was sent.
+    public var duplicateOf: Int?
+    public var attempts: Int
+    public var latencyMilliseconds: Double?
+
+    public init(row: Int, id: String?, token: String, provider: ProviderID?, outcome: OutcomeKind,
+                status: Int? = nil, reason: String? = nil, error: String? = nil, apnsID: String? = nil,
+                unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
+                latencyMilliseconds: Double? = nil) {
+        self.row = row
+        self.id = id
+        self.token = token
+        self.provider = provider
+        self.outcome = outcome
+        self.status = status
+        self.reason = reason
+        self.error = error
+        self.apnsID = apnsID
+        self.unregisteredAt = unregisteredAt
+        self.duplicateOf = duplicateOf
+        self.attempts = attempts
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+
+    /// Rows the owner should delete from their table: dead tokens, and tokens that are not tokens.
+    public var belongsInPruneFile: Bool {
+        outcome == .pruned || (outcome == .invalid && reason == OutcomeReason.invalidToken)
+    }
+}
+
+/// pushcast's own reason strings (the provider's are passed through as they come).
+public enum OutcomeReason {
+    public static let invalidToken = "InvalidToken"
+    public static let malformedRow = "MalformedRow"
+    public static let missingToken = "MissingToken"
+    public static let payloadTooLarge = "PayloadTooLarge"
+    public static let duplicate = "Duplicate"
+    public static let providerNotConfigured = "ProviderNotConfigured"
+    public static let unknownProvider = "UnknownProvider"
+    public static let timeout = "Timeout"
+    public static let connectionLost = "ConnectionLost"
+    public static let streamReset = "StreamReset"
+    public static let retriesExhausted = "RetriesExhausted"
+}

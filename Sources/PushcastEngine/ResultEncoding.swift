@@ -1,0 +1,174 @@
+import PushcastCore
+
+/// Results file formats.
+public enum ResultsFormat: String, Sendable, CaseIterable {
+    case ndjson
+    case csv
+}
+
+/// Byte-level encoders for results and prune lines: no Foundation, no JSON serialisation per row.
+public enum ResultEncoding {
+    public static let csvHeader = "row,id,token,provider,outcome,status,reason,apns_id,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
+    public static let pruneHeader = "token,provider,reason,unregistered_at,id\n"
+
+    /// Appends one results line for `record`.
+    public static func appendLine(_ record: OutcomeRecord, format: ResultsFormat, to out: inout [UInt8]) {
+        switch format {
+        case .ndjson: appendJSONLine(record, to: &out)
+        case .csv: appendCSVLine(record, to: &out)
+        }
+    }
+
+    static func appendJSONLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
+        out += "{\"row\":".utf8
+        appendInteger(r.row, to: &out)
+        out += ",\"id\":".utf8
+        appendJSONString(r.id, to: &out)
+        out += ",\"token\":".utf8
+        appendJSONString(r.token, to: &out)
+        out += ",\"provider\":".utf8
+        appendJSONString(r.provider?.rawValue, to: &out)
+        out += ",\"outcome\":\"".utf8
+        out += r.outcome.rawValue.utf8
+        out += "\",\"status\":".utf8
+        if let status = r.status { appendInteger(status, to: &out) } else { out += "null".utf8 }
+        out += ",\"reason\":".utf8
+        appendJSONString(r.reason, to: &out)
+        out += ",\"apns_id\":".utf8
+        appendJSONString(r.apnsID, to: &out)
+        out += ",\"unregistered_at\":".utf8
+        appendJSONString(r.unregisteredAt, to: &out)
+        out += ",\"attempts\":".utf8
+        appendInteger(r.attempts, to: &out)
+        out += ",\"latency_ms\":".utf8
+        if let latency = r.latencyMilliseconds { appendMilliseconds(latency, to: &out) } else { out += "null".utf8 }
+        if let first = r.duplicateOf {
+            out += ",\"duplicate_of\":".utf8
+            appendInteger(first, to: &out)
+        }
+        if let error = r.error {
+            out += ",\"error\":".utf8
+            appendJSONString(error, to: &out)
+        }
+        out += "}\n".utf8
+    }
+
+    static func appendCSVLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
+        appendInteger(r.row, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.id, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.token, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.provider?.rawValue, to: &out)
+        out.append(0x2C)
+        out += r.outcome.rawValue.utf8
+        out.append(0x2C)
+        if let status = r.status { appendInteger(status, to: &out) }
+        out.append(0x2C)
+        appendCSVField(r.reason, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.apnsID, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.unregisteredAt, to: &out)
+        out.append(0x2C)
+        appendInteger(r.attempts, to: &out)
+        out.append(0x2C)
+        if let latency = r.latencyMilliseconds { appendMilliseconds(latency, to: &out) }
+        out.append(0x2C)
+        if let first = r.duplicateOf { appendInteger(first, to: &out) }
+        out.append(0x2C)
+        appendCSVField(r.error, to: &out)
+        out.append(0x0A)
+    }
+
+    /// Appends one prune line (`token,provider,reason,unregistered_at,id`).
+    public static func appendPruneLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
+        appendCSVField(r.token, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.provider?.rawValue, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.reason, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.unregisteredAt, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.id, to: &out)
+        out.append(0x0A)
+    }
+
+    // MARK: - Pieces
+
+    static func appendInteger(_ value: Int, to out: inout [UInt8]) {
+        if value < 0 {
+            out.append(0x2D)
+            appendInteger(-value, to: &out)
+            return
+        }
+        if value < 10 {
+            out.append(0x30 + UInt8(value))
+            return
+        }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var n = value, count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while n > 0 {
+                buffer[count] = 0x30 + UInt8(n % 10)
+                n /= 10
+                count += 1
+            }
+            for i in stride(from: count - 1, through: 0, by: -1) { out.append(buffer[i]) }
+        }
+    }
+
+    /// Milliseconds with one decimal.
+    static func appendMilliseconds(_ value: Double, to out: inout [UInt8]) {
+        let tenths = Int((max(0, value) * 10).rounded())
+        appendInteger(tenths / 10, to: &out)
+        out.append(0x2E)
+        out.append(0x30 + UInt8(tenths % 10))
+    }
+
+    static func appendJSONString(_ value: String?, to out: inout [UInt8]) {
+        guard var value else {
+            out += "null".utf8
+            return
+        }
+        out.append(0x22)
+        value.withUTF8 { utf8 in
+            for byte in utf8 {
+                switch byte {
+                case 0x22: out += [0x5C, 0x22]
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x0A: out += [0x5C, 0x6E]
+                case 0x0D: out += [0x5C, 0x72]
+                case 0x09: out += [0x5C, 0x74]
+                case 0..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out += [0x5C, 0x75, 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+                default: out.append(byte)
+                }
+            }
+        }
+        out.append(0x22)
+    }
+
+    /// RFC 4180: quote a field that holds a comma, quote, CR or LF; double the quotes.
+    static func appendCSVField(_ value: String?, to out: inout [UInt8]) {
+        guard var value else { return }
+        value.withUTF8 { utf8 in
+            let needsQuotes = utf8.contains { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }
+            if !needsQuotes {
+                out += utf8
+                return
+            }
+            out.append(0x22)
+            for byte in utf8 {
+                if byte == 0x22 { out.append(0x22) }
+                out.append(byte)
+            }
+            out.append(0x22)
+        }
+    }
+}

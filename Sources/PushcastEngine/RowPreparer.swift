@@ -1,0 +1,177 @@
+import PushcastAPNs
+import PushcastCore
+import PushcastInput
+
+/// One notification ready to send: everything the worker needs, computed once on the reader side.
+public struct PreparedNotification: Sendable {
+    public var row: Int
+    public var id: String?
+    /// The normalised hex token.
+    public var token: String
+    public var apnsID: String
+    public var payload: [UInt8]
+    /// Attempts made so far (counted ones: 429/5xx and unknown fates retried).
+    public var attempts = 0
+    /// When the first attempt was handed out (monotonic ns), for latency.
+    public var firstSentNanoseconds: UInt64 = 0
+
+    public init(row: Int, id: String?, token: String, apnsID: String, payload: [UInt8]) {
+        self.row = row
+        self.id = id
+        self.token = token
+        self.apnsID = apnsID
+        self.payload = payload
+    }
+}
+
+/// Where the preparer finds things in each row.
+public struct RowLayout: Sendable {
+    public var tokenColumn: Int
+    public var providerColumn: Int?
+    public var idColumn: Int?
+    public var defaultProvider: ProviderID
+
+    /// Finds the columns by name: `token` (required), `platform` or `provider`, and the identity
+    /// column (`idColumn`, or `device_id` when present).
+    public init(columns: [String], idColumn: String?, defaultProvider: ProviderID, fileName: String) throws(CampaignError) {
+        func find(_ name: String) -> Int? {
+            columns.firstIndex(of: name) ?? columns.firstIndex { $0.lowercased() == name.lowercased() }
+        }
+        guard let token = find("token") else {
+            throw CampaignError.input("\(fileName): no 'token' column (columns: \(columns.joined(separator: ", ")))")
+        }
+        tokenColumn = token
+        providerColumn = find("platform") ?? find("provider")
+        if let idColumn {
+            guard let index = find(idColumn) else {
+                throw CampaignError.options("--id-column \(idColumn): no such column in \(fileName) (columns: \(columns.joined(separator: ", ")))")
+            }
+            self.idColumn = index
+        } else {
+            self.idColumn = find("device_id")
+        }
+        self.defaultProvider = defaultProvider
+    }
+}
+
+/// What became of one input record on the reader side.
+public enum PreparedRow {
+    case send(PreparedNotification)
+    case finished(OutcomeRecord)
+}
+
+/// Turns rows into notifications, or into final outcomes when they cannot be sent (malformed,
+/// invalid token, duplicate, payload too large, provider not configured). Single-threaded, on the
+/// reader thread; the per-row work is byte-level (design.md 6: no JSON serialisation per row).
+public struct RowPreparer {
+    public let layout: RowLayout
+    public let template: PayloadTemplate
+    public let payloadBytesMax: Int
+    public let campaign: String
+    public let fileName: String
+    /// Providers that have credentials in this run.
+    public let configuredProviders: Set<ProviderID>
+    private var duplicates: DuplicateIndex
+    private var payload: [UInt8] = []
+
+    public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
+                configuredProviders: Set<ProviderID>, expectedRows: Int) {
+        self.layout = layout
+        self.template = template
+        self.payloadBytesMax = payloadBytesMax
+        self.campaign = campaign
+        self.fileName = fileName
+        self.configuredProviders = configuredProviders
+        duplicates = DuplicateIndex(expected: expectedRows)
+        payload.reserveCapacity(payloadBytesMax * 2)
+    }
+
+    public mutating func prepare(_ record: InputRecord) -> PreparedRow {
+        switch record {
+        case .malformed(let row, let problem):
+            return .finished(OutcomeRecord(row: row, id: nil, token: "", provider: nil, outcome: .invalid,
+                                           reason: OutcomeReason.malformedRow, error: problem.description))
+        case .row(let view):
+            return prepare(view)
+        }
+    }
+
+    private func problem(_ view: RowView, field: String?, _ message: String) -> String {
+        InputProblem(file: fileName, line: view.line, field: field, message: message).description
+    }
+
+    public mutating func prepare(_ view: RowView) -> PreparedRow {
+        let id = layout.idColumn.flatMap { view.string($0) }
+        var provider = layout.defaultProvider
+        if let column = layout.providerColumn, let value = view.field(column), value.count > 0 {
+            guard let parsed = ProviderID(column: String(decoding: value, as: UTF8.self).trimmingSpaces()) else {
+                let text = String(decoding: value, as: UTF8.self)
+                return .finished(OutcomeRecord(row: view.row, id: id, token: view.string(layout.tokenColumn) ?? "", provider: nil,
+                                               outcome: .invalid, reason: OutcomeReason.unknownProvider,
+                                               error: problem(view, field: "platform", "unknown platform '\(text)' (expected ios/apns or android/fcm)")))
+            }
+            provider = parsed
+        }
+        guard let rawToken = view.field(layout.tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
+            return .finished(OutcomeRecord(row: view.row, id: id, token: "", provider: provider, outcome: .invalid,
+                                           reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
+        }
+        guard configuredProviders.contains(provider) else {
+            return .finished(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
+                                           outcome: .failed, reason: OutcomeReason.providerNotConfigured,
+                                           error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
+        }
+        let token: APNsDeviceToken
+        do {
+            token = try APNsDeviceToken.normalize(rawToken)
+        } catch {
+            return .finished(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
+                                           outcome: .invalid, reason: OutcomeReason.invalidToken,
+                                           error: problem(view, field: "token", error.description)))
+        }
+        var hex = token.hex
+        let firstRow = hex.withUTF8 { duplicates.insert(UnsafeRawBufferPointer($0), row: view.row) }
+        if let firstRow {
+            return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .duplicate,
+                                           reason: OutcomeReason.duplicate, duplicateOf: firstRow))
+        }
+        payload.removeAll(keepingCapacity: true)
+        let size = template.render(into: &payload) { view.field($0) }
+        guard size <= payloadBytesMax else {
+            return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .invalid,
+                                           reason: OutcomeReason.payloadTooLarge,
+                                           error: problem(view, field: nil, "payload is \(size) bytes; the limit is \(payloadBytesMax)")))
+        }
+        let apnsID = APNsID.derive(campaign: campaign, token: token.hex)
+        return .send(PreparedNotification(row: view.row, id: id, token: token.hex, apnsID: apnsID, payload: Array(payload[0..<size])))
+    }
+
+    /// Tokens seen so far (for the summary).
+    public var distinctTokens: Int { duplicates.count }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+        while s.last == " " || s.last == "\t" || s.last == "\r" { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// Why a campaign could not start or had to stop (exit status 2).
+public enum CampaignError: Error, CustomStringConvertible {
+    case options(String)
+    case input(String)
+    case credentials(String)
+    case output(String)
+    case transport(String)
+    /// The provider rejected the credential: the run stopped.
+    case rejected(String)
+
+    public var description: String {
+        switch self {
+        case .options(let m), .input(let m), .credentials(let m), .output(let m), .transport(let m), .rejected(let m): return m
+        }
+    }
+}

@@ -1,0 +1,63 @@
+/// The two token-file formats pushcast reads.
+public enum InputFormat: String, Sendable, CaseIterable {
+    /// RFC 4180 CSV with a required header row.
+    case csv
+    /// One JSON object per line.
+    case ndjson
+
+    /// The format a file name implies: `.csv` is CSV; `.ndjson`, `.jsonl` and `.json` are NDJSON.
+    /// Case-insensitive. Nil for anything else (including `-`, stdin): the caller then needs
+    /// `--format`.
+    public static func guess(path: String) -> InputFormat? {
+        let name = path.split(separator: "/", omittingEmptySubsequences: false).last ?? ""
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
+        switch name[name.index(after: dot)...].lowercased() {
+        case "csv": return .csv
+        case "ndjson", "jsonl", "json": return .ndjson
+        default: return nil
+        }
+    }
+}
+
+/// What is wrong with one input row (or with the header). A malformed row becomes an `invalid`
+/// outcome carrying this text; a bad header stops the run.
+public struct InputProblem: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The input's name as the user gave it (`tokens.csv`, `-`).
+    public var file: String
+    /// The physical line (1-based) where the row starts.
+    public var line: Int
+    /// The column the problem is in, when it is in one.
+    public var field: String?
+    public var message: String
+
+    public init(file: String, line: Int, field: String? = nil, message: String) {
+        self.file = file
+        self.line = line
+        self.field = field
+        self.message = message
+    }
+
+    /// `tokens.csv:17: field 'token': missing`, or `tokens.ndjson:4: invalid JSON: unterminated
+    /// string at byte 12`.
+    public var description: String {
+        if let field {
+            return "\(file):\(line): field '\(field)': \(message)"
+        }
+        return "\(file):\(line): \(message)"
+    }
+}
+
+/// Sizes fixed when a reader starts (design.md 2.4).
+public struct TokenFileReaderOptions: Sendable {
+    /// The longest record, in bytes, excluding its final LF (a CR before it counts). A longer one is
+    /// one malformed row, and reading resumes at the next newline after the cap.
+    public var lineBytesMax = 64 * 1024
+    /// How much is read from the source at a time. The reader's buffer is
+    /// `bufferBytes + lineBytesMax` bytes and never grows.
+    public var bufferBytes = 256 * 1024
+    /// The most columns: CSV header fields, or distinct NDJSON keys over the whole file. An NDJSON
+    /// line that would add one more is malformed. Bounds the per-row field tables.
+    public var columnsMax = 1024
+
+    public init() {}
+}

@@ -1,1 +1,0 @@
-// PushcastInput: streaming token-file readers (placeholder until the first file lands).

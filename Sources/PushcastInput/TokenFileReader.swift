@@ -1,0 +1,219 @@
+/// Reads a token export (CSV or NDJSON) one row at a time, in constant memory.
+///
+/// The reader owns one buffer of `bufferBytes + lineBytesMax` bytes, allocated at start and never
+/// grown. Bytes are read into it from the source; each record is framed in place, its fields are
+/// unescaped in place (unescaping never lengthens a field) and validated as UTF-8, and the row is
+/// handed out as a `RowView` that borrows the buffer. The partial record at the end of the buffer
+/// is moved to the front only when the buffer is full, so each byte is moved at most once per
+/// record and a record can always grow to `lineBytesMax` bytes.
+///
+/// Framing is resumable: the CSV state machine keeps its state between reads, so a source that
+/// returns one byte at a time costs no rescanning.
+///
+/// Malformed rows do not throw: they come back as `.malformed` and reading goes on at the next
+/// line. Only source errors throw from `next()`.
+public final class TokenFileReader {
+    public let format: InputFormat
+    public let fileName: String
+    public let options: TokenFileReaderOptions
+
+    /// CSV: the header's names (UTF-8 BOM stripped, surrounding spaces and tabs trimmed). NDJSON:
+    /// keys in order of first appearance; keys new on later lines are appended.
+    public internal(set) var columns: [String] = []
+
+    let source: ByteSource
+    let buffer: UnsafeMutablePointer<UInt8>
+    /// Fixed at `bufferBytes + lineBytesMax`; the reader's only input memory.
+    let bufferCapacity: Int
+    /// Valid bytes are `buffer[0..<dataEnd]`.
+    var dataEnd = 0
+    var sourceEnded = false
+
+    // The record being framed.
+    /// Where the record being framed starts; everything before it is consumed.
+    var recordStart = 0
+    /// How far framing has looked.
+    var scanPos = 0
+    /// LF bytes inside the record so far (quoted newlines and the terminator).
+    var recordNewlines = 0
+    /// True after a problem: the rest of the record is discarded up to the next LF.
+    var skipping = false
+    var problem: RecordProblem?
+
+    // Numbering.
+    /// The physical line the record being framed starts on.
+    var lineNumber = 1
+    /// The last data-row number handed out.
+    var rowNumber = 0
+
+    // Per-record field table: offsets from the record's start, -1 for absent.
+    var fieldStarts: UnsafeMutablePointer<Int>
+    var fieldEnds: UnsafeMutablePointer<Int>
+    var fieldTableCapacity: Int
+    /// Fields stored per record (CSV: the header's width once it is read).
+    var fieldsLimit: Int
+    /// Fields seen in the current record (may exceed `fieldsLimit`).
+    var fieldIndex = 0
+
+    // CSV framing state.
+    var csvPhase: CSVPhase = .fieldStart
+    var fieldStart = 0
+    var quotedFieldEnd = 0
+    var recordHasEscapes = false
+
+    // NDJSON keys, as bytes, parallel to `columns`.
+    var keyBytes: [[UInt8]] = []
+    /// NDJSON reads its first record at init to learn the columns; `next()` returns it first.
+    var pending: InputRecord?
+
+    /// CSV: reads and parses the header row now (an empty input or a bad header throws an
+    /// `InputProblem`). NDJSON: reads the first object to learn its keys as the initial columns.
+    /// Source errors throw.
+    public init(source: ByteSource, format: InputFormat, fileName: String,
+                options: TokenFileReaderOptions = .init()) throws {
+        precondition(options.lineBytesMax >= 1, "lineBytesMax must be positive")
+        precondition(options.bufferBytes >= 64, "bufferBytes must be at least 64")
+        precondition(options.columnsMax >= 1, "columnsMax must be positive")
+        self.source = source
+        self.format = format
+        self.fileName = fileName
+        self.options = options
+        bufferCapacity = options.bufferBytes + options.lineBytesMax
+        buffer = .allocate(capacity: bufferCapacity)
+        fieldTableCapacity = 16
+        fieldStarts = .allocate(capacity: fieldTableCapacity)
+        fieldEnds = .allocate(capacity: fieldTableCapacity)
+        fieldsLimit = options.columnsMax
+
+        try skipByteOrderMark()
+        switch format {
+        case .csv:
+            try readCSVHeader()
+        case .ndjson:
+            pending = try nextNDJSON()
+        }
+    }
+
+    deinit {
+        buffer.deallocate()
+        fieldStarts.deallocate()
+        fieldEnds.deallocate()
+    }
+
+    /// The index of the column named `name`: an exact match first, then a case-insensitive one.
+    public func columnIndex(_ name: String) -> Int? {
+        if let index = columns.firstIndex(of: name) { return index }
+        let lowered = name.lowercased()
+        return columns.firstIndex { $0.lowercased() == lowered }
+    }
+
+    /// The next row, or nil at the end of input. Source errors throw; a malformed row does not
+    /// throw: it comes back as `.malformed` and reading goes on.
+    public func next() throws -> InputRecord? {
+        if let record = pending {
+            pending = nil
+            return record
+        }
+        switch format {
+        case .csv: return try nextCSV()
+        case .ndjson: return try nextNDJSON()
+        }
+    }
+
+    // MARK: Buffer
+
+    /// Reads more bytes after `dataEnd`. When the buffer is full, first moves the unconsumed part
+    /// (the partial record, or nothing while skipping) to the front. Sets `sourceEnded` at the end
+    /// of input.
+    func fill() throws {
+        let keep = skipping ? scanPos : recordStart
+        if keep == dataEnd || dataEnd == bufferCapacity {
+            let kept = dataEnd - keep
+            // Framing caps a record at lineBytesMax + 1 bytes, so the buffer always has room left.
+            assert(kept <= options.lineBytesMax + 2, "partial record exceeds the cap")
+            if kept > 0 && keep > 0 {
+                UnsafeMutableRawPointer(buffer).copyMemory(from: buffer + keep, byteCount: kept)
+            }
+            scanPos -= keep
+            recordStart = skipping ? scanPos : recordStart - keep
+            dataEnd = kept
+        }
+        let room = bufferCapacity - dataEnd
+        let count = try source.read(into: UnsafeMutableRawBufferPointer(start: buffer + dataEnd, count: room))
+        precondition(count >= 0 && count <= room, "ByteSource.read returned \(count) for \(room) bytes of room")
+        if count == 0 {
+            sourceEnded = true
+        } else {
+            dataEnd += count
+        }
+    }
+
+    /// Strips a UTF-8 byte order mark at the very start of the input.
+    private func skipByteOrderMark() throws {
+        while dataEnd < 3 && !sourceEnded {
+            try fill()
+        }
+        if dataEnd >= 3 && buffer[0] == 0xEF && buffer[1] == 0xBB && buffer[2] == 0xBF {
+            recordStart = 3
+            scanPos = 3
+        }
+    }
+
+    /// Makes room in the field table for `count` fields, up to `columnsMax`.
+    func reserveFields(_ count: Int) {
+        guard count > fieldTableCapacity else { return }
+        let capacity = min(max(count, fieldTableCapacity * 2), max(options.columnsMax, count))
+        let starts = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+        let ends = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+        starts.update(from: fieldStarts, count: fieldTableCapacity)
+        ends.update(from: fieldEnds, count: fieldTableCapacity)
+        fieldStarts.deallocate()
+        fieldEnds.deallocate()
+        fieldStarts = starts
+        fieldEnds = ends
+        fieldTableCapacity = capacity
+    }
+
+    /// Ends the framed record at `next` (the byte after its terminator) and returns its start line;
+    /// resets the framing state for the following record.
+    func finishRecord(next: Int) -> Int {
+        let line = lineNumber
+        lineNumber += recordNewlines
+        recordNewlines = 0
+        recordStart = next
+        scanPos = next
+        skipping = false
+        return line
+    }
+
+    /// The rest of a record after a problem: up to and including the next LF.
+    func scanSkipping() -> FrameStep {
+        if let lf = firstIndex(of: UInt8(ascii: "\n"), in: buffer, from: scanPos, to: dataEnd) {
+            recordNewlines += 1
+            return .complete(contentEnd: lf, next: lf + 1)
+        }
+        scanPos = dataEnd
+        return .needMore
+    }
+
+    func makeProblem(line: Int, field: String? = nil, _ message: String) -> InputProblem {
+        InputProblem(file: fileName, line: line, field: field, message: message)
+    }
+}
+
+/// What framing one record found.
+enum FrameStep {
+    /// The record's content ends at `contentEnd` (its LF, or the end of input); the next record
+    /// starts at `next`.
+    case complete(contentEnd: Int, next: Int)
+    /// The buffer ran out before the record ended.
+    case needMore
+}
+
+/// A problem found while framing, turned into text only when the row is reported.
+enum RecordProblem {
+    case tooLong
+    case quoteInUnquotedField(field: Int)
+    case dataAfterClosingQuote(field: Int)
+    case unterminatedQuote(field: Int)
+}

@@ -1,0 +1,69 @@
+import Foundation
+import PushcastCore
+@testable import PushcastEngine
+import XCTest
+
+final class ResultEncodingTests: XCTestCase {
+    private func line(_ record: OutcomeRecord, _ format: ResultsFormat) -> String {
+        var out = [UInt8]()
+        ResultEncoding.appendLine(record, format: format, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func testNDJSONLineIsValidJSONWithEveryField() throws {
+        let record = OutcomeRecord(row: 12, id: "dev \"7\"\n", token: "dead00", provider: .apns, outcome: .pruned,
+                                   status: 410, reason: "Unregistered", apnsID: "00000000-0000-5000-8000-000000000000",
+                                   unregisteredAt: "2026-11-29T18:00:00.000Z", attempts: 1, latencyMilliseconds: 20.44)
+        let text = line(record, .ndjson)
+        XCTAssertTrue(text.hasSuffix("}\n"))
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        XCTAssertEqual(object["row"] as? Int, 12)
+        XCTAssertEqual(object["id"] as? String, "dev \"7\"\n")
+        XCTAssertEqual(object["outcome"] as? String, "pruned")
+        XCTAssertEqual(object["status"] as? Int, 410)
+        XCTAssertEqual(object["unregistered_at"] as? String, "2026-11-29T18:00:00.000Z")
+        XCTAssertEqual(object["latency_ms"] as? Double, 20.4)
+        XCTAssertEqual(object["attempts"] as? Int, 1)
+        XCTAssertTrue(object["error"] == nil)
+    }
+
+    func testNullsAndControlCharactersAndUnicode() throws {
+        let record = OutcomeRecord(row: 1, id: nil, token: "x\u{01}y", provider: nil, outcome: .invalid,
+                                   reason: OutcomeReason.malformedRow, error: "t.csv:3: field 'name': bad \u{645}\u{631}\u{62D}\u{628}\u{627}")
+        let text = line(record, .ndjson)
+        XCTAssertTrue(text.contains("\"token\":\"x\\u0001y\""), text)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        XCTAssertTrue(object["id"] is NSNull)
+        XCTAssertTrue(object["status"] is NSNull)
+        XCTAssertEqual(object["error"] as? String, "t.csv:3: field 'name': bad \u{645}\u{631}\u{62D}\u{628}\u{627}")
+    }
+
+    func testCSVQuotesOnlyWhenNeeded() {
+        let record = OutcomeRecord(row: 3, id: "a,b", token: "abc", provider: .apns, outcome: .duplicate,
+                                   reason: OutcomeReason.duplicate, duplicateOf: 1)
+        XCTAssertEqual(line(record, .csv), "3,\"a,b\",abc,apns,duplicate,,Duplicate,,,0,,1,\n")
+        XCTAssertEqual(ResultEncoding.csvHeader.split(separator: ",").count, line(record, .csv).split(separator: ",", omittingEmptySubsequences: false).count - 1)
+    }
+
+    func testPruneLine() {
+        var out = [UInt8]()
+        let record = OutcomeRecord(row: 5, id: "d-5", token: "dead", provider: .apns, outcome: .pruned, status: 410,
+                                   reason: "Unregistered", unregisteredAt: "2026-01-01T00:00:00.000Z")
+        ResultEncoding.appendPruneLine(record, to: &out)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self), "dead,apns,Unregistered,2026-01-01T00:00:00.000Z,d-5\n")
+        XCTAssertTrue(record.belongsInPruneFile)
+        XCTAssertTrue(OutcomeRecord(row: 1, id: nil, token: "zz", provider: .apns, outcome: .invalid, reason: OutcomeReason.invalidToken).belongsInPruneFile)
+        XCTAssertFalse(OutcomeRecord(row: 1, id: nil, token: "ab", provider: .apns, outcome: .invalid, reason: OutcomeReason.payloadTooLarge).belongsInPruneFile)
+    }
+
+    func testIntegersAndMilliseconds() {
+        for value in [0, 7, 10, 99, 12345, 9_876_543_210, -42] {
+            var out = [UInt8]()
+            ResultEncoding.appendInteger(value, to: &out)
+            XCTAssertEqual(String(decoding: out, as: UTF8.self), String(value))
+        }
+        var out = [UInt8]()
+        ResultEncoding.appendMilliseconds(0.05, to: &out)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self), "0.1")
+    }
+}
