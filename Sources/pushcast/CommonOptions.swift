@@ -39,7 +39,7 @@ enum CommonOptions {
 
     /// A private temporary directory (0700) for throw-away keys and certificates.
     static func makeTemporaryDirectory(prefix: String) throws -> String {
-        var template = Array((NSTemporaryDirectory() + "/\(prefix)-XXXXXX").utf8CString)
+        var template = Array(((NSTemporaryDirectory() as NSString).appendingPathComponent("\(prefix)-XXXXXX")).utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw CommandFailure("cannot create a temporary directory: \(String(cString: strerror(errno)))")
         }
