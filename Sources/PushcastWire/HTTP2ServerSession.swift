@@ -40,6 +40,10 @@ public final class HTTP2ServerSession {
     private var freeSlot = -1
     public private(set) var streamsOpen = 0
     public private(set) var lastStreamID: Int32 = 0
+    /// The last-stream-id of the GOAWAY we submitted. nghttp2 only stops accepting new streams
+    /// once the frame is serialised, so streams above it that arrive before then are refused here:
+    /// a stream the GOAWAY calls unprocessed must never be processed (RFC 9113 §6.8).
+    private var goAwayLastStreamID: Int32?
     private var closed = false
     private var events: [HTTP2ServerEvent] = []
     private var drainingEvents: [HTTP2ServerEvent] = []
@@ -166,7 +170,9 @@ public final class HTTP2ServerSession {
     /// ignores new streams above it (RFC 9113 §6.8).
     public func goAway(lastStreamID: Int32?, errorCode: UInt32, debugData: String) {
         guard !closed else { return }
-        let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        var last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        if let previous = goAwayLastStreamID { last = min(last, previous) }
+        goAwayLastStreamID = last
         var data = Array(debugData.utf8)
         nghttp2_submit_goaway(session, NG.flagNone, last, errorCode, &data, data.count)
     }
@@ -226,6 +232,10 @@ public final class HTTP2ServerSession {
         guard frame.pointee.hd.type == NG.frameHeaders,
               frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return }
         let streamID = frame.pointee.hd.stream_id
+        if let last = goAwayLastStreamID, streamID > last {
+            nghttp2_submit_rst_stream(session, NG.flagNone, streamID, NG.refusedStream)
+            return
+        }
         lastStreamID = max(lastStreamID, streamID)
         let index = freeSlot
         guard index >= 0 else {

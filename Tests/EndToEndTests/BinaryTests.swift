@@ -14,43 +14,12 @@ final class BinaryTests: XCTestCase {
         return root.appendingPathComponent(".build/debug/pushcast").path
     }
 
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Run = PushcastRun
 
-    /// Runs the binary to completion (killed after `seconds`).
     @discardableResult
     func run(_ arguments: [String], seconds: Double = 120) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Read both pipes while it runs so a full pipe never blocks it.
-        let outData = Box(), errData = Box()
-        let group = DispatchGroup()
-        for (pipe, box) in [(out, outData), (err, errData)] {
-            group.enter()
-            DispatchQueue.global().async {
-                box.data = pipe.fileHandleForReading.readDataToEndOfFile()
-                group.leave()
-            }
-        }
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning { process.terminate(); XCTFail("pushcast \(arguments) ran past \(seconds)s") }
-        process.waitUntilExit()
-        group.wait()
-        return Run(status: process.terminationStatus, stdout: String(decoding: outData.data, as: UTF8.self),
-                   stderr: String(decoding: errData.data, as: UTF8.self))
+        try runPushcast(arguments, seconds: seconds)
     }
-
-    final class Box: @unchecked Sendable { var data = Data() }
 
     override func setUpWithError() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.binary) else {
@@ -137,4 +106,45 @@ final class BinaryTests: XCTestCase {
         XCTAssertTrue(r.stdout.contains("requests: 3000 total, 3000 succeeded, 0 failed"), r.stdout)
         XCTAssertTrue(r.stdout.contains("io: epoll"), r.stdout)
     }
+}
+
+/// What one run of the binary did.
+struct PushcastRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+final class DataBox: @unchecked Sendable { var data = Data() }
+
+/// Runs the pushcast binary to completion (killed after `seconds`), reading both pipes while it
+/// runs so a full pipe never blocks it.
+func runPushcast(_ arguments: [String], seconds: Double = 120) throws -> PushcastRun {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let outData = DataBox(), errData = DataBox()
+    let group = DispatchGroup()
+    for (pipe, box) in [(out, outData), (err, errData)] {
+        group.enter()
+        DispatchQueue.global().async {
+            box.data = pipe.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+    }
+    let deadline = Date().addingTimeInterval(seconds)
+    while process.isRunning && Date() < deadline { usleep(20_000) }
+    if process.isRunning {
+        process.terminate()
+        XCTFail("pushcast \(arguments) ran past \(seconds)s")
+    }
+    process.waitUntilExit()
+    group.wait()
+    return PushcastRun(status: process.terminationStatus, stdout: String(decoding: outData.data, as: UTF8.self),
+                       stderr: String(decoding: errData.data, as: UTF8.self))
 }

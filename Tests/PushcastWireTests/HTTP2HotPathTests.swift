@@ -1,0 +1,136 @@
+// Tests for the client's hot-path machinery: the pooled nghttp2 allocator, the stream-id table
+// (and its fallback when two live streams share an entry), the growing header-block builder, the
+// per-slot request-body storage, and the move-out event buffer.
+
+import CNGHTTP2
+import PushcastCore
+@testable import PushcastWire
+import XCTest
+
+final class HTTP2HotPathTests: XCTestCase {
+    // MARK: Memory pool
+
+    func testPoolKeepsContentsAcrossReallocAndZeroesCalloc() throws {
+        let mem = HTTP2MemoryPool.make(streamsMax: 4)
+        defer { HTTP2MemoryPool.destroy(mem) }
+        let ud = mem.pointee.mem_user_data
+        for size in [1, 31, 32, 33, 100, 4095, 4096, 4097, 20_000] {
+            var block = try XCTUnwrap(mem.pointee.malloc(size, ud))
+            XCTAssertEqual(Int(bitPattern: block) % 16, 0, "16-byte aligned like malloc")
+            for i in 0..<size { block.storeBytes(of: UInt8(truncatingIfNeeded: i &* 7), toByteOffset: i, as: UInt8.self) }
+            for grown in [size + 1, size * 2 + 10, 5000, 3] {
+                block = try XCTUnwrap(mem.pointee.realloc(block, grown, ud))
+                for i in 0..<min(size, grown) {
+                    XCTAssertEqual(block.load(fromByteOffset: i, as: UInt8.self), UInt8(truncatingIfNeeded: i &* 7))
+                }
+                // Keep the pattern valid for the next round.
+                for i in 0..<grown { block.storeBytes(of: UInt8(truncatingIfNeeded: i &* 7), toByteOffset: i, as: UInt8.self) }
+                if grown < size { break }
+            }
+            mem.pointee.free(block, ud)
+        }
+        mem.pointee.free(nil, ud)
+        let dirty = try XCTUnwrap(mem.pointee.malloc(200, ud))
+        memset(dirty, 0xAB, 200)
+        mem.pointee.free(dirty, ud)
+        let zeroed = try XCTUnwrap(mem.pointee.calloc(10, 20, ud))
+        XCTAssertEqual(zeroed, dirty, "a freed block of the same class is reused")
+        for i in 0..<200 { XCTAssertEqual(zeroed.load(fromByteOffset: i, as: UInt8.self), 0) }
+        mem.pointee.free(zeroed, ud)
+        XCTAssertNil(mem.pointee.calloc(Int.max, 2, ud), "overflow fails instead of wrapping")
+    }
+
+    // MARK: Stream table
+
+    /// With 4 slots the stream table has 16 entries; 200 short streams beside one long one make
+    /// later streams overwrite the long one's entry many times. Its response must still arrive.
+    func testLongLivedStreamSurvivesStreamTableWrapAround() throws {
+        var clientLimits = Limits()
+        clientLimits.streamsPerConnectionMax = 4
+        let pair = try HTTP2Pair(clientLimits: clientLimits)
+        var heldStreamID: Int32?
+        pair.onServerEvent = { event, server in
+            guard case .request(let request) = event else { return }
+            if request.path == "/held" { heldStreamID = request.streamID; return }
+            server.respond(streamID: request.streamID, status: 200, headers: [HTTP2Header("apns-id", request.path)], body: Array(request.path.utf8))
+        }
+        try pair.pump()
+        let held = try XCTUnwrap(pair.client.submit(HTTP2Pair.request("/held"), tag: 0))
+        for tag in 1...200 as ClosedRange<UInt64> {
+            XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/r\(tag)"), tag: tag))
+            try pair.pump()
+        }
+        XCTAssertEqual(heldStreamID, held)
+        XCTAssertEqual(pair.clientEvents.compactMap(\.tag).count, 200)
+        for tag in 1...200 as ClosedRange<UInt64> {
+            let response = try XCTUnwrap(pair.clientEvents.first { $0.tag == tag }?.response)
+            XCTAssertEqual(response.body, Array("/r\(tag)".utf8))
+            XCTAssertEqual(response.header("apns-id"), "/r\(tag)")
+        }
+        pair.server.respond(streamID: held, status: 410, headers: [], body: Array("held".utf8))
+        try pair.pump()
+        let late = try XCTUnwrap(pair.clientEvents.first { $0.tag == 0 }?.response)
+        XCTAssertEqual(late.status, 410)
+        XCTAssertEqual(late.body, Array("held".utf8))
+        XCTAssertEqual(pair.clientEvents.filter { $0.tag == 0 }.count, 1, "exactly one outcome")
+        XCTAssertEqual(pair.client.streamsOpen, 0)
+    }
+
+    // MARK: Header block and body storage
+
+    func testLargeHeadersAndBodiesOfChangingSizesRoundTripExactly() throws {
+        var serverLimits = Limits()
+        serverLimits.requestBodyBytesMax = 64 * 1024
+        let pair = try HTTP2Pair(serverLimits: serverLimits)
+        try pair.pump()
+        var seen: [String: HTTP2ServerRequest] = [:]
+        pair.onServerEvent = { event, server in
+            guard case .request(let request) = event else { return }
+            seen[request.path] = request
+            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
+        }
+        // Sizes straddle the builder's first 2 KiB, the slot's kept 4 KiB body, and shrink again.
+        let sizes = [10, 3000, 5000, 20_000, 60, 0, 4096, 4097, 1]
+        for (index, size) in sizes.enumerated() {
+            let body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+            let long = String(repeating: "v", count: size % 6000 + 1)
+            var request = HTTP2Pair.request("/size/\(index)", body: body)
+            request.headers.append(HTTP2Header("x-long", long))
+            XCTAssertNotNil(pair.client.submit(request, tag: UInt64(index)))
+            try pair.pump()
+            let got = try XCTUnwrap(seen["/size/\(index)"])
+            XCTAssertEqual(got.body, body, "body of \(size) bytes")
+            XCTAssertEqual(got.header("x-long"), long)
+            XCTAssertEqual(got.header("apns-topic"), "com.example.app")
+            XCTAssertEqual(got.authority, "api.push.example")
+            XCTAssertEqual(got.method, "POST")
+        }
+        XCTAssertEqual(pair.clientEvents.compactMap(\.response).count, sizes.count)
+    }
+
+    // MARK: Event buffer
+
+    func testEventsCausedWhileTakingArriveInOrderFromTheSameCall() throws {
+        let pair = try HTTP2Pair()
+        try pair.pump()
+        pair.onServerEvent = { _, _ in }  // never answer
+        XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/a"), tag: 1))
+        XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/b"), tag: 2))
+        try pair.pump()
+        pair.client.connectionLost()
+        var order: [String] = []
+        pair.client.takeEvents { event in
+            // A nested take returns at once; the outer call keeps the order.
+            pair.client.takeEvents { _ in order.append("nested") }
+            switch event {
+            case .failed(let tag, let failure): order.append("failed \(tag) \(failure)")
+            case .closed: order.append("closed")
+            default: order.append("other")
+            }
+        }
+        XCTAssertEqual(order, ["failed 1 connectionLost", "failed 2 connectionLost", "closed"])
+        var more = 0
+        pair.client.takeEvents { _ in more += 1 }
+        XCTAssertEqual(more, 0)
+    }
+}
