@@ -17,6 +17,10 @@ public struct Limits: Sendable, Equatable {
     public var receiveBufferCount: Int = 256
     /// The most response-body bytes kept per stream (APNs error bodies are tiny).
     public var responseBodyBytesMax: Int = 4096
+    /// Response headers a client keeps (lower-case names); the rest are skipped without making
+    /// Strings for them. APNs answers carry apns-id (and apns-unique-id in development); FCM's
+    /// quota errors carry retry-after.
+    public var responseHeadersKept: [String] = ["apns-id", "apns-unique-id", "retry-after", "content-type"]
     /// The most request-body bytes a server stream accepts.
     public var requestBodyBytesMax: Int = 8192
     /// HTTP/2 local flow-control window (per stream and per connection).

@@ -101,6 +101,7 @@ public final class ClientWorker {
             flush()
             if workload.isExhausted && inFlight == 0 {
                 closeAll()
+                workload.turnEnded()
                 return
             }
             let timeout = pollTimeout()
@@ -118,6 +119,7 @@ public final class ClientWorker {
             }
             if !clockRefreshed { clock.refresh() }
             tick()
+            workload.turnEnded()
         }
     }
 

@@ -58,6 +58,8 @@ public final class HTTP2ClientSession {
     static let requestBodyKeptMax = 4096
 
     private let limits: Limits
+    /// `Limits.responseHeadersKept`, as bytes for comparison in the header callback.
+    private let keptHeaderNames: [[UInt8]]
     private let clock: MonotonicClock
     private var session: OpaquePointer!
     /// nghttp2's allocator for this session (HTTP2MemoryPool); freed after the session.
@@ -103,6 +105,7 @@ public final class HTTP2ClientSession {
     public init(limits: Limits, clock: MonotonicClock) throws(HTTP2Error) {
         precondition(limits.streamsPerConnectionMax >= 1)
         self.limits = limits
+        self.keptHeaderNames = limits.responseHeadersKept.map { Array($0.lowercased().utf8) }
         self.clock = clock
         slotCapacity = limits.streamsPerConnectionMax
         memory = HTTP2MemoryPool.make(streamsMax: limits.streamsPerConnectionMax)
@@ -538,7 +541,8 @@ public final class HTTP2ClientSession {
             }
             return
         }
-        guard slot.pointee.responseHeaders.count < HTTP2Response.headersKeptMax else { return }
+        guard slot.pointee.responseHeaders.count < HTTP2Response.headersKeptMax,
+              keptHeaderNames.contains(where: { bytesEqual(name, nameLength, $0) }) else { return }
         slot.pointee.responseHeaders.append(HTTP2Header(makeString(name, nameLength), makeString(value, valueLength)))
     }
 

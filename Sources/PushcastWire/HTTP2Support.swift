@@ -299,6 +299,13 @@ func makeString(_ pointer: UnsafePointer<UInt8>?, _ length: Int) -> String {
 }
 
 @inline(__always)
+/// Whether the bytes equal `expected` (a kept header name, lower-case).
+func bytesEqual(_ pointer: UnsafePointer<UInt8>, _ length: Int, _ expected: [UInt8]) -> Bool {
+    guard length == expected.count else { return false }
+    for i in 0..<length where pointer[i] != expected[i] { return false }
+    return true
+}
+
 func bytesEqual(_ pointer: UnsafePointer<UInt8>?, _ length: Int, _ literal: StaticString) -> Bool {
     guard let pointer, length == literal.utf8CodeUnitCount else { return false }
     let expected = literal.utf8Start

@@ -62,7 +62,7 @@ enum BenchCommand {
             configuration.reactor = reactor
             do { mock = try MockServer(configuration: configuration) } catch { throw CommandFailure(error.description) }
             caFile = directory + "/ca.pem"
-            FileManager.default.createFile(atPath: caFile!, contents: Data(mock!.authorityCertificatePEM!.utf8))
+            try CommonOptions.write(mock!.authorityCertificatePEM!, to: caFile!)
             endpoint = Endpoint(host: "127.0.0.1", port: mock!.port)
         }
         defer { mock?.stop() }

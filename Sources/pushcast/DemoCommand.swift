@@ -29,9 +29,7 @@ enum DemoCommand {
             let rows = try parsed.int("rows", default: 100_000, range: 1...10_000_000)
             Console.error("pushcast demo: writing \(rows) demo rows to \(tokens)")
             try? FileManager.default.createDirectory(atPath: (tokens as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            guard FileManager.default.createFile(atPath: tokens, contents: Data(DemoData.generate(rows: rows, seed: 2026).utf8)) else {
-                throw CommandFailure("cannot write \(tokens)")
-            }
+            try CommonOptions.write(DemoData.generate(rows: rows, seed: 2026), to: tokens)
         }
         let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-demo")
         let out = parsed.value("out") ?? directory
@@ -40,9 +38,7 @@ enum DemoCommand {
         let pair: APNsKeyPair
         do { pair = try APNsKeyPair.generate() } catch { throw CommandFailure(error.description) }
         let keyPath = directory + "/apns-key.p8"
-        guard FileManager.default.createFile(atPath: keyPath, contents: Data(pair.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw CommandFailure("cannot write \(keyPath)")
-        }
+        try CommonOptions.write(pair.privateKeyPEM, to: keyPath, secret: true)
         let (keyID, teamID) = ("DEMOKEY001", "DEMOTEAM01")
         var configuration = MockServerConfiguration(certificate: .generated(directory: directory))
         configuration.workers = max(1, ResourceUsage.processorCount / 2)
@@ -58,7 +54,7 @@ enum DemoCommand {
         let mock: MockServer
         do { mock = try MockServer(configuration: configuration) } catch { throw CommandFailure(error.description) }
         let caFile = directory + "/ca.pem"
-        FileManager.default.createFile(atPath: caFile, contents: Data(mock.authorityCertificatePEM!.utf8))
+        try CommonOptions.write(mock.authorityCertificatePEM!, to: caFile)
         Console.error("pushcast demo: mock APNs on 127.0.0.1:\(mock.port): provider-token checks, \(configuration.behavior.latencyNanoseconds / 1_000_000) ms latency, GOAWAY every \(configuration.behavior.goAwayAfter!) requests per connection")
 
         var arguments = [
