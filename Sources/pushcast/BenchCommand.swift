@@ -27,6 +27,11 @@ enum BenchCommand {
             CommonOptions.workers,
             .value("timeout", metavar: "TIME", help: "per-request deadline", defaultDescription: "30s"),
             .flag("json", help: "print the report as one JSON object"),
+            .flag("apns", help: "APNs mode: N distinct synthetic tokens through the real send path (JWT, headers, outcomes, results file)"),
+            .value("apns-key", metavar: "FILE.p8", help: "APNs mode against --endpoint: the signing key (with --apns-key-id, --apns-team-id)"),
+            .value("apns-key-id", metavar: "KID", help: "APNs mode: key ID"),
+            .value("apns-team-id", metavar: "TEAM", help: "APNs mode: team ID"),
+            .value("apns-topic", metavar: "TOPIC", help: "APNs mode: apns-topic", defaultDescription: "com.example.bench"),
         ])
 
     static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
@@ -48,6 +53,10 @@ enum BenchCommand {
         let reactor = try CommonOptions.reactorConfiguration(parsed)
         let workers = try CommonOptions.workers(parsed)
         let timeout = try parsed.duration("timeout", default: .seconds(30))
+        if parsed.flag("apns") || parsed.value("apns-key") != nil {
+            return try BenchAPNs.run(parsed, requests: requests, connections: connections, streams: streams, workers: workers,
+                                     reactor: reactor, body: parsed.value("data") == nil ? nil : body, timeout: timeout)
+        }
 
         // Without an endpoint, start the embedded mock on loopback and trust its throw-away CA.
         var mock: MockServer? = nil

@@ -32,3 +32,26 @@ final class DuplicateIndexTests: XCTestCase {
         XCTAssertLessThanOrEqual(index.capacity, 4 * 1_048_576)
     }
 }
+
+final class SyntheticTokenSourceTests: XCTestCase {
+    func testProducesDistinctValidTokensInAnyChunking() throws {
+        var all: [UInt8] = []
+        let source = SyntheticTokenSource(count: 5000)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1000, alignment: 1)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try source.read(into: buffer)
+            if n == 0 { break }
+            all += buffer[0..<n]
+        }
+        let lines = String(decoding: all, as: UTF8.self).split(separator: "\n")
+        XCTAssertEqual(lines.first, "token")
+        let tokens = lines.dropFirst()
+        XCTAssertEqual(tokens.count, 5000)
+        XCTAssertEqual(Set(tokens).count, 5000)
+        for token in tokens.prefix(100) {
+            XCTAssertEqual(token.count, 64)
+            XCTAssertTrue("0123".contains(token.first!))
+        }
+    }
+}
