@@ -7,6 +7,12 @@ public enum ResultsFormat: String, Sendable, CaseIterable {
 }
 
 /// Byte-level encoders for results and prune lines: no Foundation, no JSON serialisation per row.
+/// Byte literals, made once.
+enum Literal {
+    static let null: [UInt8] = Array("null".utf8)
+    static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+}
+
 public enum ResultEncoding {
     public static let csvHeader = "row,id,token,provider,outcome,status,reason,apns_id,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
     public static let pruneHeader = "token,provider,reason,unregistered_at,id\n"
@@ -20,37 +26,38 @@ public enum ResultEncoding {
     }
 
     static func appendJSONLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
-        out += "{\"row\":".utf8
+        appendLiteral("{\"row\":", to: &out)
         appendInteger(r.row, to: &out)
-        out += ",\"id\":".utf8
+        appendLiteral(",\"id\":", to: &out)
         appendJSONString(r.id, to: &out)
-        out += ",\"token\":".utf8
+        appendLiteral(",\"token\":", to: &out)
         appendJSONString(r.token, to: &out)
-        out += ",\"provider\":".utf8
+        appendLiteral(",\"provider\":", to: &out)
         appendJSONString(r.provider?.rawValue, to: &out)
-        out += ",\"outcome\":\"".utf8
-        out += r.outcome.rawValue.utf8
-        out += "\",\"status\":".utf8
-        if let status = r.status { appendInteger(status, to: &out) } else { out += "null".utf8 }
-        out += ",\"reason\":".utf8
+        appendLiteral(",\"outcome\":\"", to: &out)
+        var outcome = r.outcome.rawValue
+        outcome.withUTF8 { out.append(contentsOf: $0) }
+        appendLiteral("\",\"status\":", to: &out)
+        if let status = r.status { appendInteger(status, to: &out) } else { out.append(contentsOf: Literal.null) }
+        appendLiteral(",\"reason\":", to: &out)
         appendJSONString(r.reason, to: &out)
-        out += ",\"apns_id\":".utf8
+        appendLiteral(",\"apns_id\":", to: &out)
         appendJSONString(r.apnsID, to: &out)
-        out += ",\"unregistered_at\":".utf8
+        appendLiteral(",\"unregistered_at\":", to: &out)
         appendJSONString(r.unregisteredAt, to: &out)
-        out += ",\"attempts\":".utf8
+        appendLiteral(",\"attempts\":", to: &out)
         appendInteger(r.attempts, to: &out)
-        out += ",\"latency_ms\":".utf8
-        if let latency = r.latencyMilliseconds { appendMilliseconds(latency, to: &out) } else { out += "null".utf8 }
+        appendLiteral(",\"latency_ms\":", to: &out)
+        if let latency = r.latencyMilliseconds { appendMilliseconds(latency, to: &out) } else { out.append(contentsOf: Literal.null) }
         if let first = r.duplicateOf {
-            out += ",\"duplicate_of\":".utf8
+            appendLiteral(",\"duplicate_of\":", to: &out)
             appendInteger(first, to: &out)
         }
         if let error = r.error {
-            out += ",\"error\":".utf8
+            appendLiteral(",\"error\":", to: &out)
             appendJSONString(error, to: &out)
         }
-        out += "}\n".utf8
+        appendLiteral("}\n", to: &out)
     }
 
     static func appendCSVLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
@@ -62,7 +69,8 @@ public enum ResultEncoding {
         out.append(0x2C)
         appendCSVField(r.provider?.rawValue, to: &out)
         out.append(0x2C)
-        out += r.outcome.rawValue.utf8
+        var outcome = r.outcome.rawValue
+        outcome.withUTF8 { out.append(contentsOf: $0) }
         out.append(0x2C)
         if let status = r.status { appendInteger(status, to: &out) }
         out.append(0x2C)
@@ -98,6 +106,12 @@ public enum ResultEncoding {
 
     // MARK: - Pieces
 
+    /// Appends a literal's bytes in one copy.
+    @inline(__always)
+    static func appendLiteral(_ literal: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
     static func appendInteger(_ value: Int, to out: inout [UInt8]) {
         if value < 0 {
             out.append(0x2D)
@@ -132,11 +146,16 @@ public enum ResultEncoding {
 
     static func appendJSONString(_ value: String?, to out: inout [UInt8]) {
         guard var value else {
-            out += "null".utf8
+            out.append(contentsOf: Literal.null)
             return
         }
         out.append(0x22)
         value.withUTF8 { utf8 in
+            // Fast path: most values (tokens, ids, reasons, UUIDs) need no escaping at all.
+            if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+                out.append(contentsOf: utf8)
+                return
+            }
             for byte in utf8 {
                 switch byte {
                 case 0x22: out += [0x5C, 0x22]
@@ -145,8 +164,7 @@ public enum ResultEncoding {
                 case 0x0D: out += [0x5C, 0x72]
                 case 0x09: out += [0x5C, 0x74]
                 case 0..<0x20:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out += [0x5C, 0x75, 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+                    out += [0x5C, 0x75, 0x30, 0x30, Literal.hex[Int(byte >> 4)], Literal.hex[Int(byte & 0xF)]]
                 default: out.append(byte)
                 }
             }

@@ -72,6 +72,8 @@ public struct RowPreparer {
     /// Providers that have credentials in this run.
     public let configuredProviders: Set<ProviderID>
     private var duplicates: DuplicateIndex
+    /// One SHA-256 context for the reader thread's apns-id derivations.
+    private let apnsIDs: APNsIDGenerator
     private var payload: [UInt8] = []
 
     public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
@@ -83,6 +85,7 @@ public struct RowPreparer {
         self.fileName = fileName
         self.configuredProviders = configuredProviders
         duplicates = DuplicateIndex(expected: expectedRows)
+        apnsIDs = APNsIDGenerator(campaign: campaign)
         payload.reserveCapacity(payloadBytesMax * 2)
     }
 
@@ -142,7 +145,7 @@ public struct RowPreparer {
                                            reason: OutcomeReason.payloadTooLarge,
                                            error: problem(view, field: nil, "payload is \(size) bytes; the limit is \(payloadBytesMax)")))
         }
-        let apnsID = APNsID.derive(campaign: campaign, token: token.hex)
+        let apnsID = apnsIDs.derive(token: token.hex)
         return .send(PreparedNotification(row: view.row, id: id, token: token.hex, apnsID: apnsID, payload: Array(payload[0..<size])))
     }
 

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The full campaign job against h2load, and peak memory at 1M and 10M rows.
+
+    pushcast send FILE ...            parse + template + apns-id + JWT + HTTP/2 + TLS + results line
+    h2load -n N ... -i URIS           the same number of POSTs, same body size, same headers
+
+both against one `pushcast mock --auth none` (so h2load's requests, which carry no valid provider
+token, are answered 200 just like pushcast's), with the same connections and streams, one client
+thread each. Reports client CPU µs per notification (wait4 rusage of the client process), the
+ratio, and pushcast's peak RSS; `--rss-rows 1000000,10000000` adds the memory-scaling runs.
+
+Python 3 standard library plus `openssl` (for a throw-away .p8 key). See Benchmarks/README.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import BenchmarkError, Child, parse_h2load, stop_live_children, wait_for_port_line  # noqa: E402
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLATE = '{"aps":{"alert":{"title":"Hello {{first_name}}","body":"Your order shipped"},"sound":"default"},"locale":"{{locale}}"}'
+TOPIC = "com.example.app"
+
+
+def make_tokens(path, rows, seed=7):
+    """A push_devices export: device_id, token, platform, first_name, locale. Tokens start 0-3 so
+    none hits the mock's special prefixes."""
+    if os.path.exists(path):
+        return
+    rng = random.Random(seed)
+    names = ["Alice", "Bob", "Li Na", "Анна", "محمد", "José"]
+    with open(path + ".tmp", "w") as f:
+        f.write("device_id,token,platform,first_name,locale\n")
+        for i in range(rows):
+            token = "%x" % rng.randrange(4) + "%063x" % rng.getrandbits(252)
+            f.write("d%d,%s,ios,%s,en\n" % (i, token, names[i % len(names)]))
+    os.replace(path + ".tmp", path)
+
+
+def make_key(directory):
+    path = os.path.join(directory, "key.p8")
+    if not os.path.exists(path):
+        ec = subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout"], capture_output=True, check=True)
+        p8 = subprocess.run(["openssl", "pkcs8", "-topk8", "-nocrypt"], input=ec.stdout, capture_output=True, check=True)
+        with open(path, "wb") as f:
+            f.write(p8.stdout)
+        os.chmod(path, 0o600)
+    return path
+
+
+def start_mock(pushcast, work, name):
+    ca = os.path.join(work, name + "-ca.pem")
+    mock = Child(name + "-mock", [pushcast, "mock", "--auth", "none", "--port", "0", "--write-ca", ca], work)
+    port = wait_for_port_line(mock)
+    return mock, port, ca
+
+
+def run_send(pushcast, work, tokens, rows, options, key, label):
+    mock, port, ca = start_mock(pushcast, work, label)
+    try:
+        argv = [pushcast, "send", tokens, "--payload", os.path.join(work, "payload.json"), "--apns-topic", TOPIC,
+                "--apns-key", key, "--apns-key-id", "BENCHKEY01", "--apns-team-id", "BENCHTEAM1",
+                "--apns-endpoint", "https://127.0.0.1:%d" % port, "--ca-file", ca,
+                "--connections", str(options.connections), "--streams", str(options.streams), "--workers", "1",
+                "--results", os.path.join(work, label + ".results.ndjson"), "--prune", os.path.join(work, label + ".prune.csv"),
+                "--summary", os.path.join(work, label + ".summary.json"), "--quiet"]
+        client = Child(label + "-send", argv, work)
+        if not client.wait(options.timeout):
+            raise BenchmarkError("%s: pushcast send ran past %d s" % (label, options.timeout))
+        if client.exit_code != 0:
+            raise BenchmarkError("%s: pushcast send exited %s:\n%s" % (label, client.exit_code, client.stderr()))
+        with open(os.path.join(work, label + ".summary.json")) as f:
+            summary = json.load(f)
+        return {"argv": argv, "rows": rows, "delivered": summary["outcomes"]["delivered"], "cpu": client.cpu_seconds,
+                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib, "rate": summary["notifications_per_second"]}
+    finally:
+        mock.stop()
+
+
+def run_h2load(pushcast, work, rows, options):
+    mock, port, ca = start_mock(pushcast, work, "h2load")
+    try:
+        rng = random.Random(3)
+        uris = os.path.join(work, "uris.txt")
+        with open(uris, "w") as f:
+            for _ in range(10000):
+                f.write("https://127.0.0.1:%d/3/device/%x%063x\n" % (port, rng.randrange(4), rng.getrandbits(252)))
+        body = os.path.join(work, "body.json")
+        with open(body, "w") as f:
+            f.write(TEMPLATE.replace("{{first_name}}", "Alice").replace("{{locale}}", "en"))
+        fake_jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkJFTkNIS0VZMDEifQ.eyJpc3MiOiJCRU5DSFRFQU0xIiwiaWF0IjoxNzk2MDAwMDAwfQ." + "A" * 86
+        argv = ["h2load", "-n", str(rows), "-c", str(options.connections), "-m", str(options.streams), "-t", "1",
+                "-d", body, "-H", "apns-topic: " + TOPIC, "-H", "apns-push-type: alert", "-H", "apns-priority: 10",
+                "-H", "apns-id: 0a0b0c0d-0e0f-5000-8000-000000000000", "-H", "authorization: bearer " + fake_jwt,
+                "-H", "content-type: application/json", "-i", uris]
+        client = Child("h2load", argv, work)
+        if not client.wait(options.timeout):
+            raise BenchmarkError("h2load ran past %d s" % options.timeout)
+        parsed = parse_h2load(client.stdout())
+        return {"argv": argv, "rows": rows, "delivered": parsed.get("succeeded"), "cpu": client.cpu_seconds,
+                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib}
+    finally:
+        mock.stop()
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pushcast", default=os.path.join(REPO_ROOT, ".build/release/pushcast"))
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("-c", "--connections", type=int, default=4)
+    parser.add_argument("-m", "--streams", type=int, default=250)
+    parser.add_argument("--rss-rows", default="", help="comma-separated row counts for the memory runs, e.g. 1000000,10000000")
+    parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "pushcast-bench-data"))
+    options = parser.parse_args(argv)
+    if not os.path.exists(options.pushcast):
+        print("campaign.py: no pushcast binary at %s; build it with `swift build -c release`" % options.pushcast, file=sys.stderr)
+        return 2
+    os.makedirs(options.data_dir, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = os.path.join(REPO_ROOT, "Benchmarks", "results", "campaign-" + stamp)
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="pushcast-campaign-")
+    with open(os.path.join(work, "payload.json"), "w") as f:
+        f.write(TEMPLATE)
+    key = make_key(work)
+    lines = []
+    try:
+        tokens = os.path.join(options.data_dir, "tokens-%d.csv" % options.rows)
+        make_tokens(tokens, options.rows)
+        send = run_send(options.pushcast, work, tokens, options.rows, options, key, "send")
+        h2 = run_h2load(options.pushcast, work, options.rows, options)
+        us_send = send["cpu"] * 1e6 / max(1, send["delivered"])
+        us_h2 = h2["cpu"] * 1e6 / max(1, h2["delivered"] or 1)
+        lines += ["| client | rows / requests | delivered | client CPU µs per notification | wall s | peak RSS MiB |",
+                  "|---|---:|---:|---:|---:|---:|",
+                  "| pushcast send (full job) | %d | %d | %.2f | %.2f | %.1f |" % (send["rows"], send["delivered"], us_send, send["wall"], send["rss_kib"] / 1024),
+                  "| h2load (same requests) | %d | %s | %.2f | %.2f | %.1f |" % (h2["rows"], h2["delivered"], us_h2, h2["wall"], h2["rss_kib"] / 1024),
+                  "", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2), ""]
+        rss = []
+        for rows in [int(r) for r in options.rss_rows.split(",") if r]:
+            path = os.path.join(options.data_dir, "tokens-%d.csv" % rows)
+            make_tokens(path, rows)
+            result = run_send(options.pushcast, work, path, rows, options, key, "rss-%d" % rows)
+            rss.append(result)
+        if rss:
+            lines += ["| rows | delivered | peak RSS MiB | wall s | notifications/s |", "|---:|---:|---:|---:|---:|"]
+            for r in rss:
+                lines.append("| %d | %d | %.1f | %.1f | %.0f |" % (r["rows"], r["delivered"], r["rss_kib"] / 1024, r["wall"], r["rate"]))
+            if len(rss) > 1:
+                lines += ["", "peak RSS, %d rows / %d rows: **%.2f**" % (rss[-1]["rows"], rss[0]["rows"], rss[-1]["rss_kib"] / rss[0]["rss_kib"])]
+        commands = [" ".join(send["argv"]), " ".join(h2["argv"])]
+        lines += ["", "Commands (paths and ports vary):", "```"] + commands + ["```"]
+    except BenchmarkError as error:
+        print("campaign.py: %s" % error, file=sys.stderr)
+        return 1
+    finally:
+        stop_live_children()
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+    print("campaign.py: results in %s" % out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
