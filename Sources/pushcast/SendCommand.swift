@@ -100,7 +100,7 @@ enum SendCommand {
         let input: InputFile
         do { input = try InputFile(path: path) } catch { throw CommandFailure(error.description) }
         var totalRows: Int? = nil
-        if input.isRegularFile {
+        if path != "-" && input.isRegularFile {  // counting stdin would consume it
             do {
                 totalRows = try countLines(source: InputFileSource(try InputFile(path: path)), format: format)
             } catch {

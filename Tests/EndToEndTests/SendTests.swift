@@ -273,4 +273,66 @@ final class SendTests: XCTestCase {
             XCTAssertFalse(run.stderr.contains(token))
         }
     }
+
+    func testNDJSONFromStdinWithCSVResultsAndJSONSummary() throws {
+        let fixture = try makeFixture(rows: 10)
+        let mock = try Mock(directory: fixture.directory, extra: [])
+        let good = String(repeating: "ab", count: 32), dead = "dead" + String(repeating: "0", count: 60)
+        let ndjson = [
+            #"{"token":"\#(good)","first_name":"Ann","device_id":"x1"}"#,
+            "",
+            #"{"token":"\#(dead)","first_name":"\u0411\u043e\u0440\u0438\u0441","device_id":"x2"}"#,
+            #"{"token": 12, "first_name": "broken"#,
+            #"{"first_name":"no token","device_id":"x4"}"#,
+        ].joined(separator: "\n") + "\n"
+        let input = fixture.directory + "/devices.ndjson"
+        try ndjson.write(toFile: input, atomically: true, encoding: .utf8)
+        var arguments = sendArguments(fixture, mock, extra: ["--format", "ndjson", "--results-format", "csv",
+                                                             "--summary", fixture.directory + "/summary.json"])
+        arguments[0] = "-"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        process.arguments = ["send"] + arguments
+        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: input))
+        let errors = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        try process.run()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        _ = mock.stop()
+        XCTAssertEqual(process.terminationStatus, 0, stderr)
+        let csv = try String(contentsOfFile: fixture.directory + "/results.ndjson", encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(csv.first.map(String.init), String(ResultsHeader.csv.dropLast()))
+        XCTAssertEqual(csv.count, 5, "header + 4 rows: \(csv)")
+        XCTAssertTrue(csv.contains { $0.hasPrefix("1,x1,\(good),apns,delivered,200,") })
+        XCTAssertTrue(csv.contains { $0.hasPrefix("2,x2,\(dead),apns,pruned,410,Unregistered,") })
+        XCTAssertTrue(csv.contains { $0.hasPrefix("3,,,,invalid,,MalformedRow,") }, "\(csv)")
+        XCTAssertTrue(csv.contains { $0.hasPrefix("4,x4,,apns,invalid,,MissingToken,") }, "\(csv)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: fixture.directory + "/summary.json"))) as? [String: Any]
+        XCTAssertEqual(summary?["rows"] as? Int, 4)
+        XCTAssertEqual((summary?["outcomes"] as? [String: Int])?["invalid"], 2)
+        XCTAssertEqual(summary?["exit_status"] as? Int, 0)
+    }
+
+    func testSendHelpNamesEveryUserFacingFlag() throws {
+        let help = try runPushcast(["send", "--help"])
+        XCTAssertEqual(help.status, 0)
+        for flag in ["--payload", "--apns-topic", "--push-type", "--priority", "--expiration", "--collapse-id", "--campaign",
+                     "--apns-key", "--apns-key-id", "--apns-team-id", "--apns-cert", "--apns-cert-password-env",
+                     "--apns-environment", "--apns-endpoint", "--ca-file", "--connections", "--streams", "--max-attempts",
+                     "--retry-unknown", "--request-timeout", "--results", "--results-format", "--prune", "--summary",
+                     "--progress", "--quiet", "--dry-run", "--format", "--id-column", "--provider"] {
+            XCTAssertTrue(help.stdout.contains(flag), "send --help lacks \(flag)")
+        }
+        let missingTopic = try runPushcast(["send", "x.csv", "--payload", "p.json"])
+        XCTAssertEqual(missingTopic.status, 2)
+        let badPriority = try runPushcast(["send", "x.csv", "--priority", "7"])
+        XCTAssertEqual(badPriority.status, 2)
+    }
+}
+
+/// The CSV results header, as the binary writes it.
+enum ResultsHeader {
+    static let csv = "row,id,token,provider,outcome,status,reason,apns_id,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
 }
