@@ -36,9 +36,10 @@ public final class APNsWorkload: ClientWorkload {
     /// Notifications in flight or waiting for a retry, by tag (a slab index).
     private var slab: [PreparedNotification?]
     private var freeTags: [Int]
-    /// Taken from the channel, not yet handed out.
-    private var pending: [PreparedNotification] = []
-    private var pendingHead = 0
+    /// Taken from the channel, not yet handed out: batches in reverse order, each reversed, so
+    /// that popLast moves notifications out in arrival order without copying.
+    private var pending: [[PreparedNotification]] = []
+    private var taken: [[PreparedNotification]] = []
     /// Retries waiting for their back-off to pass, by ready time.
     private var retries: MinHeap<(ready: UInt64, tag: Int)>
     /// Safe-to-retry requests go again at once, ahead of new ones.
@@ -62,7 +63,8 @@ public final class APNsWorkload: ClientWorkload {
         retries = MinHeap(capacity: capacity) { $0.ready < $1.ready }
         resend.reserveCapacity(capacity)
         outbox.reserveCapacity(256)
-        pending.reserveCapacity(channel.capacity)
+        pending.reserveCapacity(64)
+        taken.reserveCapacity(64)
         bearer = settings.tokenSource?.current()
     }
 
@@ -156,7 +158,7 @@ public final class APNsWorkload: ClientWorkload {
     public var isExhausted: Bool {
         if outcomes.isStopped { return true }
         refillIfEmpty()
-        return channelFinished && pendingHead == pending.count && resend.isEmpty && retries.isEmpty
+        return channelFinished && pending.isEmpty && resend.isEmpty && retries.isEmpty
     }
 
     public var nextReadyNanoseconds: UInt64? { retries.first?.ready }
@@ -173,22 +175,26 @@ public final class APNsWorkload: ClientWorkload {
     // MARK: - Internals
 
     private func refillIfEmpty() {
-        guard pendingHead == pending.count, !channelFinished else { return }
-        pending.removeAll(keepingCapacity: true)
-        pendingHead = 0
-        let room = min(freeTags.count, channel.capacity)
-        guard room > 0 else { return }
-        let (_, finished) = channel.take(into: &pending, limit: room)
-        channelFinished = finished && pending.isEmpty
-        if finished && !pending.isEmpty { channelFinished = false }
-        outcomes.nudge()
+        guard pending.isEmpty, !channelFinished else { return }
+        // The channel holds at most its capacity, and the slab has room for that on top of the
+        // in-flight budget, so everything taken fits.
+        let (count, closed) = channel.takeAll(into: &taken)
+        if count > 0 {
+            while var batch = taken.popLast() {
+                batch.reverse()
+                pending.append(batch)
+            }
+            outcomes.nudge()
+        }
+        channelFinished = closed && pending.isEmpty
     }
 
     private func takeFresh() -> Int? {
         refillIfEmpty()
-        guard pendingHead < pending.count, let tag = freeTags.popLast() else { return nil }
-        slab[tag] = pending[pendingHead]
-        pendingHead += 1
+        guard !pending.isEmpty, let tag = freeTags.popLast() else { return nil }
+        let last = pending.count - 1
+        slab[tag] = pending[last].popLast()
+        if pending[last].isEmpty { pending.removeLast() }
         return tag
     }
 

@@ -9,7 +9,9 @@ import Synchronization
 /// file and the network.
 public final class NotificationChannel: @unchecked Sendable {
     private struct State {
-        var items: [PreparedNotification] = []
+        /// Whole batches, moved in and out without copying their elements.
+        var batches: [[PreparedNotification]] = []
+        var count = 0
         var closed = false
     }
     private let state = Mutex(State())
@@ -24,13 +26,18 @@ public final class NotificationChannel: @unchecked Sendable {
     }
 
     /// Free room in the queue.
-    public var room: Int { state.withLock { capacity - $0.items.count } }
+    public var room: Int { state.withLock { capacity - $0.count } }
 
-    /// Adds a batch (the caller respects `room`) and wakes the worker.
+    /// Moves a batch in (the caller respects `room`; `batch` comes back empty) and wakes the worker.
     public func push(_ batch: inout [PreparedNotification]) {
         guard !batch.isEmpty else { return }
-        state.withLock { $0.items.append(contentsOf: batch) }
-        batch.removeAll(keepingCapacity: true)
+        var moved: [PreparedNotification] = []
+        moved.reserveCapacity(batch.capacity)
+        swap(&moved, &batch)
+        state.withLock { s in
+            s.count += moved.count
+            s.batches.append(moved)
+        }
         wakerBox.withLock { $0 }?.wake()
     }
 
@@ -40,15 +47,13 @@ public final class NotificationChannel: @unchecked Sendable {
         wakerBox.withLock { $0 }?.wake()
     }
 
-    /// Moves up to `limit` items into `into`; returns whether the channel is closed and drained.
-    public func take(into: inout [PreparedNotification], limit: Int) -> (taken: Int, finished: Bool) {
+    /// Takes every queued batch; `finished` says the channel is closed and now empty.
+    public func takeAll(into batches: inout [[PreparedNotification]]) -> (taken: Int, finished: Bool) {
         state.withLock { s in
-            let n = min(limit, s.items.count)
-            if n > 0 {
-                into.append(contentsOf: s.items[0..<n])
-                s.items.removeFirst(n)
-            }
-            return (n, s.closed && s.items.isEmpty)
+            let n = s.count
+            swap(&s.batches, &batches)
+            s.count = 0
+            return (n, s.closed)
         }
     }
 }
