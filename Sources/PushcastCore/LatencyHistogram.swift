@@ -52,6 +52,7 @@ public struct LatencyHistogram: Sendable, Equatable {
     public func value(atQuantile q: Double) -> UInt64 {
         guard count > 0 else { return 0 }
         let rank = max(1, UInt64((Double(count) * min(max(q, 0), 1)).rounded(.up)))
+        if rank >= count { return maximum }  // the top of the range is known exactly
         var seen: UInt64 = 0
         for i in 0..<counts.count {
             seen &+= counts[i]

@@ -51,28 +51,72 @@ struct MockAPNsRules {
     let wallClock: WallClock
 
     func evaluate(_ request: HTTP2ServerRequest) -> MockAPNsAnswer {
-        guard request.method == "POST" else { return MockAPNsAnswer(status: 405, reason: "MethodNotAllowed") }
-        guard request.path.hasPrefix("/3/device/") else { return MockAPNsAnswer(status: 404, reason: "BadPath") }
-        let token = request.path.dropFirst("/3/device/".count)
-        guard !token.isEmpty else { return MockAPNsAnswer(status: 400, reason: "MissingDeviceToken") }
-        guard Self.isDeviceToken(token) else { return MockAPNsAnswer(status: 400, reason: "BadDeviceToken") }
+        guard request.method(is: "POST") else { return MockAPNsAnswer(status: 405, reason: "MethodNotAllowed") }
+        return request.withPath { path -> MockAPNsAnswer in
+            guard Self.hasPrefix(path, Self.devicePrefix) else { return MockAPNsAnswer(status: 404, reason: "BadPath") }
+            let token = UnsafeRawBufferPointer(rebasing: path[Self.devicePrefix.utf8CodeUnitCount...])
+            guard !token.isEmpty else { return MockAPNsAnswer(status: 400, reason: "MissingDeviceToken") }
+            guard Self.isDeviceToken(token) else { return MockAPNsAnswer(status: 400, reason: "BadDeviceToken") }
 
-        if case .token(let verifier) = authentication {
-            if let failure = checkHeaders(request) { return failure }
-            switch verifier.verify(authorization: request.header("authorization")) {
-            case .valid: break
-            case .rejected(let reason): return MockAPNsAnswer(status: 403, reason: reason.rawValue)
+            if case .token(let verifier) = authentication {
+                if let failure = checkHeaders(request) { return failure }
+                switch verifier.verify(authorization: request.header("authorization")) {
+                case .valid: break
+                case .rejected(let reason): return MockAPNsAnswer(status: 403, reason: reason.rawValue)
+                }
+                if let failure = checkPayload(request) { return failure }
             }
-            if let failure = checkPayload(request) { return failure }
+            return outcome(forToken: token)
         }
-        return outcome(forToken: token)
+    }
+
+    static let devicePrefix: StaticString = "/3/device/"
+
+    @inline(__always)
+    static func hasPrefix(_ bytes: UnsafeRawBufferPointer, _ prefix: StaticString) -> Bool {
+        let n = prefix.utf8CodeUnitCount
+        guard bytes.count >= n else { return false }
+        for i in 0..<n where bytes[i] != prefix.utf8Start[i] { return false }
+        return true
     }
 
     /// Lower-case or upper-case hex, even length, 64…200 digits (APNs tokens vary in length).
     static func isDeviceToken(_ token: Substring) -> Bool {
-        let utf8 = token.utf8
-        guard utf8.count >= 64, utf8.count <= 200, utf8.count % 2 == 0 else { return false }
-        return utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) }
+        var token = String(token)
+        return token.withUTF8 { isDeviceToken(UnsafeRawBufferPointer($0)) }
+    }
+
+    static func isDeviceToken(_ token: UnsafeRawBufferPointer) -> Bool {
+        guard token.count >= 64, token.count <= 200, token.count % 2 == 0 else { return false }
+        // Eight bytes at a time (SWAR), then the tail.
+        var offset = 0
+        while offset + 8 <= token.count {
+            guard isHexWord(token.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) else { return false }
+            offset += 8
+        }
+        while offset < token.count {
+            let byte = token[offset]
+            // 0-9, or a-f / A-F (folding case with 0x20).
+            guard byte &- 0x30 < 10 || (byte | 0x20) &- 0x61 < 6 else { return false }
+            offset += 1
+        }
+        return true
+    }
+
+    /// True when all eight bytes of `word` are ASCII hex digits. For bytes below 0x80, adding
+    /// (0x80 - n) sets a byte's top bit exactly when it is >= n, and no carry crosses bytes.
+    @inline(__always)
+    static func isHexWord(_ word: UInt64) -> Bool {
+        let high: UInt64 = 0x8080_8080_8080_8080
+        guard word & high == 0 else { return false }
+        let ge30 = word &+ 0x5050_5050_5050_5050           // >= '0'
+        let ge3A = word &+ 0x4646_4646_4646_4646           // >= ':'
+        let lower = word | 0x2020_2020_2020_2020
+        let ge61 = lower &+ 0x1F1F_1F1F_1F1F_1F1F          // >= 'a'
+        let ge67 = lower &+ 0x1919_1919_1919_1919          // >= 'g'
+        let digit = ge30 & ~ge3A
+        let letter = ge61 & ~ge67
+        return (digit | letter) & high == high
     }
 
     private func checkHeaders(_ request: HTTP2ServerRequest) -> MockAPNsAnswer? {
@@ -121,20 +165,29 @@ struct MockAPNsRules {
         return nil
     }
 
-    private func outcome(forToken token: Substring) -> MockAPNsAnswer {
-        let prefix = token.prefix(4).lowercased()
+    /// The outcome by the token's first four hex digits, in either case (`token` is hex).
+    private func outcome(forToken token: UnsafeRawBufferPointer) -> MockAPNsAnswer {
+        guard token.count >= 4 else { return .ok }
+        // Hex digits and letters both lower-case with `| 0x20`.
+        let prefix = UInt32(token[0] | 0x20) | UInt32(token[1] | 0x20) << 8 | UInt32(token[2] | 0x20) << 16 | UInt32(token[3] | 0x20) << 24
         switch prefix {
-        case "dead":
+        case Self.word("dead"):
             return MockAPNsAnswer(status: 410, reason: "Unregistered",
                                   timestampMilliseconds: wallClock.secondsSinceEpoch() * 1000 - 86_400_000)
-        case "bad0":
+        case Self.word("bad0"):
             return MockAPNsAnswer(status: 400, reason: "BadDeviceToken")
-        case "5030":
-            return shared.firstTime("5030/" + token) ? MockAPNsAnswer(status: 503, reason: "ServiceUnavailable") : .ok
-        case "4290":
-            return shared.firstTime("4290/" + token) ? MockAPNsAnswer(status: 429, reason: "TooManyRequests") : .ok
+        case Self.word("5030"):
+            return shared.firstTime("5030/" + String(decoding: token, as: UTF8.self)) ? MockAPNsAnswer(status: 503, reason: "ServiceUnavailable") : .ok
+        case Self.word("4290"):
+            return shared.firstTime("4290/" + String(decoding: token, as: UTF8.self)) ? MockAPNsAnswer(status: 429, reason: "TooManyRequests") : .ok
         default:
             return .ok
         }
+    }
+
+    /// Four ASCII bytes as a little-endian word.
+    private static func word(_ text: StaticString) -> UInt32 {
+        let p = text.utf8Start
+        return UInt32(p[0]) | UInt32(p[1]) << 8 | UInt32(p[2]) << 16 | UInt32(p[3]) << 24
     }
 }

@@ -62,6 +62,8 @@ final class MockResponder: ServerResponder {
     private let log: MockRequestLog?
     private let random: SplitMix64
     private var statistics = MockStatistics()
+    private var statusTally = [Int](repeating: 0, count: 1000)
+    private var statusesSeen: [Int] = []
     private var changed = false
     /// Connections with a lowered stream limit (after a rejection), and those whose provider
     /// token has been accepted once.
@@ -84,8 +86,8 @@ final class MockResponder: ServerResponder {
 
     func handle(_ request: HTTP2ServerRequest, on connection: ServerConnectionControl) -> ServerReply {
         changed = true
-        if request.method == "GET" && request.path == "/stats" {
-            board.publish(worker: workerIndex, statistics)
+        if request.method(is: "GET") && request.withPath({ bytesEqual($0, Self.statsPath) }) {
+            publish()
             let body = Array(board.total().json.utf8)
             return .respond(status: 200, headers: Self.jsonHeaders, body: body, delayNanoseconds: 0)
         }
@@ -100,7 +102,7 @@ final class MockResponder: ServerResponder {
            Double(random.next() >> 11) / Double(1 << 53) < behavior.errorRate {
             answer = MockAPNsAnswer(status: behavior.errorStatus, reason: Self.reason(forStatus: behavior.errorStatus))
         }
-        statistics.statusCounts[answer.status, default: 0] += 1
+        count(status: answer.status)
         if answer.status == 200 { statistics.delivered += 1 }
 
         if case .token = behavior.authentication, answer.status != 403,
@@ -119,10 +121,43 @@ final class MockResponder: ServerResponder {
             connection.goAway()
             statistics.goAwaysSent += 1
         }
-        let apnsID = request.header("apns-id") ?? Self.randomUUID(random)
-        log?.record(worker: workerIndex, request: request, answer: answer, apnsID: apnsID)
-        return .respond(status: answer.status, headers: [HTTP2Header("apns-id", apnsID)], body: answer.body,
-                        delayNanoseconds: behavior.latencyNanoseconds)
+        // Echo the client's apns-id, or make one; held inline, so answering allocates nothing.
+        var tooLong = false
+        let echoed = request.withHeader("apns-id") { value -> HTTP2InlineHeader? in
+            guard let value else { return nil }
+            guard let header = HTTP2InlineHeader(name: "apns-id", value: value) else { tooLong = true; return nil }
+            return header
+        }
+        if tooLong {
+            // An id longer than an inline header holds: echo it the ordinary way.
+            let apnsID = request.header("apns-id") ?? ""
+            log?.record(worker: workerIndex, request: request, answer: answer, apnsID: apnsID)
+            return .respond(status: answer.status, headers: [HTTP2Header("apns-id", apnsID)], body: answer.body,
+                            delayNanoseconds: behavior.latencyNanoseconds)
+        }
+        let idHeader = echoed ?? Self.randomUUIDHeader(random)
+        log?.record(worker: workerIndex, request: request, answer: answer, apnsID: idHeader.value)
+        return .respondInline(status: answer.status, header: idHeader, body: answer.body,
+                              delayNanoseconds: behavior.latencyNanoseconds)
+    }
+
+    private static let statsPath: StaticString = "/stats"
+
+    /// Counts one answer. Statuses are tallied in an array and copied into
+    /// `statistics.statusCounts` when published (once per loop turn), not hashed per request.
+    @inline(__always)
+    private func count(status: Int) {
+        guard status >= 0 && status < statusTally.count else {
+            statistics.statusCounts[status, default: 0] += 1
+            return
+        }
+        if statusTally[status] == 0 { statusesSeen.append(status) }
+        statusTally[status] += 1
+    }
+
+    private func publish() {
+        for status in statusesSeen { statistics.statusCounts[status] = statusTally[status] }
+        board.publish(worker: workerIndex, statistics)
     }
 
     static func reason(forStatus status: Int) -> String {
@@ -135,17 +170,54 @@ final class MockResponder: ServerResponder {
 
     /// A random canonical UUID, for requests that came without an apns-id.
     static func randomUUID(_ random: SplitMix64) -> String {
-        let hex = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        var a = random.next(), b = random.next()
-        for i in 0..<32 {
-            if i == 8 || i == 12 || i == 16 || i == 20 { out.append(UInt8(ascii: "-")) }
-            let nibble: UInt64
-            if i < 16 { nibble = a & 0xF; a >>= 4 } else { nibble = b & 0xF; b >>= 4 }
-            out.append(hex[Int(i == 12 ? 4 : (i == 16 ? (nibble & 0x3) | 0x8 : nibble))])
-        }
-        return String(decoding: out, as: UTF8.self)
+        randomUUIDHeader(random).value
+    }
+
+    /// The same, written straight into an inline `apns-id` header.
+    static func randomUUIDHeader(_ random: SplitMix64) -> HTTP2InlineHeader {
+        HTTP2InlineHeader(name: "apns-id", count: 36) { out in writeRandomUUID(random, into: out) }
+    }
+
+    /// 36 bytes: 8-4-4-4-12 lower-case hex, version 4, RFC 4122 variant.
+    static func writeRandomUUID(_ random: SplitMix64, into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count >= 36)
+        let a = random.next()
+        var b = random.next()
+        b = (b & ~0xF000_0000_0000_0000) | 0x4000_0000_0000_0000  // version 4: "4xxx" in group 3
+        let c = (random.next() & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // variant 10xx: group 4
+        let base = out.baseAddress!
+        // 8-4-4-4-12 = a[0..<32] - a[32..<48] - b[48..<64] - c[48..<64] - c[0..<48], high nibble first.
+        base.storeBytes(of: hex8(UInt32(truncatingIfNeeded: a >> 32)), toByteOffset: 0, as: UInt64.self)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
+        storeHex4(UInt16(truncatingIfNeeded: a >> 16), at: base + 9)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
+        storeHex4(UInt16(truncatingIfNeeded: b >> 48), at: base + 14)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
+        storeHex4(UInt16(truncatingIfNeeded: c >> 48), at: base + 19)
+        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
+        storeHex4(UInt16(truncatingIfNeeded: c >> 32), at: base + 24)
+        base.storeBytes(of: hex8(UInt32(truncatingIfNeeded: c)), toByteOffset: 28, as: UInt64.self)
+    }
+
+    /// Eight lower-case hex digits of `value`, most significant first, as the bytes of a
+    /// little-endian UInt64 (SWAR: spread the nibbles one per byte, then add '0' or 'a' - 10).
+    @inline(__always)
+    static func hex8(_ value: UInt32) -> UInt64 {
+        var x = UInt64(value.byteSwapped)  // most significant byte first in memory
+        x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF
+        x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF
+        // Each byte holds two nibbles now; put the high one first.
+        let high = (x >> 4) & 0x000F_000F_000F_000F
+        let low = (x & 0x000F_000F_000F_000F) << 8
+        x = high | low
+        let letters = ((x &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
+        return (x &+ 0x3030_3030_3030_3030 &+ letters &* 0x27).littleEndian
+    }
+
+    @inline(__always)
+    static func storeHex4(_ value: UInt16, at pointer: UnsafeMutableRawPointer) {
+        let digits = hex8(UInt32(value)) >> 32  // the last four of eight digits
+        pointer.storeBytes(of: UInt32(truncatingIfNeeded: digits).littleEndian, as: UInt32.self)
     }
 
     func connectionOpened(_ connection: ServerConnectionControl) {
@@ -169,6 +241,6 @@ final class MockResponder: ServerResponder {
     func turnEnded() {
         guard changed else { return }
         changed = false
-        board.publish(worker: workerIndex, statistics)
+        publish()
     }
 }

@@ -33,6 +33,9 @@ public final class ServerConnectionControl {
 /// A responder's answer to one request.
 public enum ServerReply {
     case respond(status: Int, headers: [HTTP2Header], body: [UInt8], delayNanoseconds: UInt64)
+    /// The same with at most one header, held inline: answering allocates nothing (the mock's
+    /// `apns-id` answers go this way).
+    case respondInline(status: Int, header: HTTP2InlineHeader?, body: [UInt8], delayNanoseconds: UInt64)
     /// RST_STREAM REFUSED_STREAM: the client may retry it.
     case refuse
 }
@@ -96,12 +99,16 @@ public final class ServerWorker {
     }
 
     private struct Delayed {
+        enum Headers {
+            case list([HTTP2Header])
+            case inline(HTTP2InlineHeader?)
+        }
         var dueNanoseconds: UInt64
         var sequence: UInt64
         var slot: Slot
         var streamID: Int32
         var status: Int
-        var headers: [HTTP2Header]
+        var headers: Headers
         var body: [UInt8]
     }
 
@@ -109,8 +116,10 @@ public final class ServerWorker {
     private let reactor: Reactor
     private let responder: ServerResponder
     private let stopSignal: ServerStopSignal
-    private var connections: [UInt32: Connection] = [:]
+    /// Indexed by the reactor slot's index; a slot's generation tells a reused slot apart.
+    private var connections: [Connection?] = []
     private var dirty: [Connection] = []
+    private var flushing: [Connection] = []
     private var delayed: MinHeap<Delayed>
     private var sequence: UInt64 = 0
     private var nextConnectionID: UInt64
@@ -153,8 +162,24 @@ public final class ServerWorker {
             flushDirty()
             responder.turnEnded()
         }
-        for c in connections.values { reactor.close(c.slot) }
+        for case let c? in connections { reactor.close(c.slot) }
         connections.removeAll()
+    }
+
+    /// The live connection on `slot`, if the slot still belongs to it.
+    @inline(__always)
+    private func connection(_ slot: Slot) -> Connection? {
+        let index = Int(slot.index)
+        guard index < connections.count, let c = connections[index], c.slot == slot else { return nil }
+        return c
+    }
+
+    private func register(_ c: Connection) {
+        let index = Int(c.slot.index)
+        if index >= connections.count {
+            connections.append(contentsOf: repeatElement(nil, count: index + 1 - connections.count))
+        }
+        connections[index] = c
     }
 
     private func handle(_ event: ReactorEvent) {
@@ -165,14 +190,14 @@ public final class ServerWorker {
                 nextConnectionID += 1
                 let c = Connection(slot: slot, channel: channel,
                                    control: ServerConnectionControl(id: nextConnectionID, session: channel.session))
-                connections[slot.index] = c
+                register(c)
                 responder.connectionOpened(c.control)
                 markDirty(c)
             } catch {
                 reactor.close(slot)
             }
         case .received(let slot, let bytes):
-            guard let c = connections[slot.index], c.slot == slot else { return }
+            guard let c = connection(slot) else { return }
             do {
                 try c.channel.receivedCiphertext(bytes)
             } catch {
@@ -184,10 +209,10 @@ public final class ServerWorker {
             drainEvents(c)
             markDirty(c)
         case .closed(let slot, _):
-            guard let c = connections[slot.index], c.slot == slot else { return }
+            guard let c = connection(slot) else { return }
             drop(c, alreadyClosed: true)
         case .writable(let slot):
-            guard let c = connections[slot.index], c.slot == slot else { return }
+            guard let c = connection(slot) else { return }
             if c.closing && !c.channel.wantsWrite { drop(c) } else { markDirty(c) }
         case .connected, .connectFailed, .timer, .fileWritten:
             break
@@ -211,7 +236,16 @@ public final class ServerWorker {
                         sequence += 1
                         delayed.push(Delayed(dueNanoseconds: Reactor.nowNanoseconds() + delay, sequence: sequence,
                                              slot: c.slot, streamID: request.streamID, status: status,
-                                             headers: headers, body: body))
+                                             headers: .list(headers), body: body))
+                    }
+                case .respondInline(let status, let header, let body, let delay):
+                    if delay == 0 {
+                        session.respond(streamID: request.streamID, status: status, header: header, body: body)
+                    } else {
+                        sequence += 1
+                        delayed.push(Delayed(dueNanoseconds: Reactor.nowNanoseconds() + delay, sequence: sequence,
+                                             slot: c.slot, streamID: request.streamID, status: status,
+                                             headers: .inline(header), body: body))
                     }
                 case .refuse:
                     session.refuse(streamID: request.streamID)
@@ -230,8 +264,13 @@ public final class ServerWorker {
         let now = Reactor.nowNanoseconds()
         while let head = delayed.first, head.dueNanoseconds <= now {
             delayed.pop()
-            guard let c = connections[head.slot.index], c.slot == head.slot else { continue }
-            c.channel.session.respond(streamID: head.streamID, status: head.status, headers: head.headers, body: head.body)
+            guard let c = connection(head.slot) else { continue }
+            switch head.headers {
+            case .list(let headers):
+                c.channel.session.respond(streamID: head.streamID, status: head.status, headers: headers, body: head.body)
+            case .inline(let header):
+                c.channel.session.respond(streamID: head.streamID, status: head.status, header: header, body: head.body)
+            }
             markDirty(c)
         }
     }
@@ -243,14 +282,16 @@ public final class ServerWorker {
     }
 
     private func flushDirty() {
-        let list = dirty
-        dirty.removeAll(keepingCapacity: true)
-        for c in list {
+        // Two lists swapped, so neither is copied: a connection marked dirty while flushing
+        // (closeAfterFlush may not, but be safe) lands in the fresh list for the next turn.
+        swap(&dirty, &flushing)
+        for c in flushing {
             c.dirty = false
-            guard connections[c.slot.index] === c else { continue }
+            guard connection(c.slot) === c else { continue }
             flush(c)
             if c.channel.session.isClosed { closeAfterFlush(c) }
         }
+        flushing.removeAll(keepingCapacity: true)
     }
 
     private func closeAfterFlush(_ c: Connection) {
@@ -268,8 +309,8 @@ public final class ServerWorker {
     }
 
     private func drop(_ c: Connection, alreadyClosed: Bool = false) {
-        guard connections[c.slot.index] === c else { return }
-        connections[c.slot.index] = nil
+        guard connection(c.slot) === c else { return }
+        connections[Int(c.slot.index)] = nil
         if !alreadyClosed { reactor.close(c.slot) }
         responder.connectionClosed(c.control)
     }

@@ -24,14 +24,17 @@ public final class HTTP2ServerSession {
         var state: State = .free
         var streamID: Int32 = 0
         var next: Int = -1
-        var method = ""
-        var path = ""
-        var authority = ""
-        var headers: [HTTP2Header] = []
+        /// The request's pseudo-headers and headers, and its body. Both buffers stay with the
+        /// slot across requests; a caller still holding the last request makes the slot take a
+        /// fresh buffer (copy-on-write), so reported requests are never changed under it.
+        var fields = HTTP2ServerRequestFields()
         var body: [UInt8] = []
         var responseBody: [UInt8] = []
         var responseBodyOffset = 0
     }
+
+    /// Body buffers larger than this are not kept on a free slot.
+    private static let keptBodyCapacityMax = 2048
 
     private let limits: Limits
     private var session: OpaquePointer!
@@ -45,21 +48,36 @@ public final class HTTP2ServerSession {
     /// a stream the GOAWAY calls unprocessed must never be processed (RFC 9113 §6.8).
     private var goAwayLastStreamID: Int32?
     private var closed = false
-    private var events: [HTTP2ServerEvent] = []
-    private var drainingEvents: [HTTP2ServerEvent] = []
+    /// Recorded by the callbacks, moved out by `takeEvents` (no copy, no retain per event).
+    private var events: HTTP2EventBuffer<HTTP2ServerEvent>
+    private var drainingEvents: HTTP2EventBuffer<HTTP2ServerEvent>
+    private var takingEvents = false
     private let headerBlock = HTTP2HeaderBlockBuilder()
     private var remainder = HTTP2OutputRemainder()
+    /// nghttp2's allocator for this session (HTTP2MemoryPool); freed after the session.
+    private let memory: UnsafeMutablePointer<nghttp2_mem>
+    /// The nv array of an inline response (`:status` and at most one header), and a stable
+    /// copy of the header's value for the duration of the submit call (nghttp2 copies it).
+    private let inlineFields: UnsafeMutablePointer<nghttp2_nv>
+    private let inlineValue: UnsafeMutablePointer<UInt8>
+    /// The slot found by the last stream lookup: nghttp2 reports a HEADERS frame's fields one
+    /// callback at a time, all for the same stream, so most lookups hit here instead of going
+    /// through nghttp2's stream map.
+    private var cachedSlot = 0
 
     public init(limits: Limits) throws(HTTP2Error) {
         precondition(limits.streamsPerConnectionMax >= 1)
         self.limits = limits
         slotCapacity = limits.streamsPerConnectionMax
+        memory = HTTP2MemoryPool.make(streamsMax: limits.streamsPerConnectionMax)
+        inlineFields = .allocate(capacity: 2)
+        inlineValue = .allocate(capacity: HTTP2InlineHeader.capacity)
         slots = .allocate(capacity: slotCapacity)
         slots.initialize(repeating: Slot(), count: slotCapacity)
         for index in 0..<slotCapacity { slots[index].next = index + 1 < slotCapacity ? index + 1 : -1 }
         freeSlot = 0
-        events.reserveCapacity(slotCapacity + 8)
-        drainingEvents.reserveCapacity(slotCapacity + 8)
+        events = HTTP2EventBuffer(capacity: slotCapacity + 8)
+        drainingEvents = HTTP2EventBuffer(capacity: slotCapacity + 8)
 
         var callbacks: OpaquePointer?
         var rv = nghttp2_session_callbacks_new(&callbacks)
@@ -67,14 +85,25 @@ public final class HTTP2ServerSession {
         defer { nghttp2_session_callbacks_del(callbacks) }
         Self.install(callbacks)
 
+        var option: OpaquePointer?
+        rv = nghttp2_option_new(&option)
+        guard rv == 0, let option else { throw HTTP2Error(code: Int(rv), "nghttp2_option_new") }
+        defer { nghttp2_option_del(option) }
+        // Closed streams are kept only to rebuild the RFC 7540 priority tree, which this server
+        // does not use for scheduling decisions worth the cost (one answer per stream).
+        nghttp2_option_set_no_closed_streams(option, 1)
+
         var created: OpaquePointer?
-        rv = nghttp2_session_server_new(&created, callbacks, Unmanaged.passUnretained(self).toOpaque())
-        guard rv == 0, let created else { throw HTTP2Error(code: Int(rv), "nghttp2_session_server_new") }
+        rv = nghttp2_session_server_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, memory)
+        guard rv == 0, let created else { throw HTTP2Error(code: Int(rv), "nghttp2_session_server_new3") }
         session = created
 
         var settings = [
             nghttp2_settings_entry(settings_id: NG.settingsMaxConcurrentStreams, value: UInt32(limits.streamsPerConnectionMax)),
             nghttp2_settings_entry(settings_id: NG.settingsInitialWindowSize, value: UInt32(limits.windowBytes)),
+            // RFC 9218 §2.1: we ignore RFC 7540 priority signals; a peer that says the same
+            // (pushcast's client does) spares both sides nghttp2's priority tree.
+            nghttp2_settings_entry(settings_id: NG.settingsNoRFC7540Priorities, value: 1),
         ]
         rv = nghttp2_submit_settings(session, NG.flagNone, &settings, settings.count)
         guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_submit_settings") }
@@ -86,9 +115,14 @@ public final class HTTP2ServerSession {
 
     deinit {
         if let session { nghttp2_session_del(session) }
+        HTTP2MemoryPool.destroy(memory)
+        inlineFields.deallocate()
+        inlineValue.deallocate()
         slots.deinitialize(count: slotCapacity)
         slots.deallocate()
         remainder.deallocate()
+        events.deallocate()
+        drainingEvents.deallocate()
     }
 
     public var isClosed: Bool { closed }
@@ -142,19 +176,52 @@ public final class HTTP2ServerSession {
         headerBlock.begin(fieldCount: 1 + headers.count, byteCount: byteCount)
         headerBlock.appendStatus(status)
         for header in headers { headerBlock.append(header) }
+        submitResponse(index: index, streamID: streamID, fields: headerBlock.fields, count: headerBlock.count, body: body)
+    }
+
+    /// Answers with `:status` and at most one header held inline, which allocates nothing
+    /// outside nghttp2: the status text and the header name are static (NO_COPY), the value is
+    /// copied by nghttp2 during the call.
+    public func respond(streamID: Int32, status: Int, header: HTTP2InlineHeader?, body: [UInt8]) {
+        guard !closed, let index = slotIndex(streamID: streamID), slots[index].state == .awaitingResponse else { return }
+        precondition(status >= 100 && status <= 999, "HTTP status must have three digits")
+        let noCopyName = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
+        let noCopyValue = UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+        inlineFields[0] = nghttp2_nv(
+            name: UnsafeMutablePointer(mutating: HTTP2StatusText.name.utf8Start), value: HTTP2StatusText.text(status),
+            namelen: HTTP2StatusText.name.utf8CodeUnitCount, valuelen: 3, flags: noCopyName | noCopyValue)
+        var count = 1
+        if let header {
+            let n = header.withValue { value -> Int in
+                if let base = value.baseAddress, value.count > 0 {
+                    UnsafeMutableRawPointer(inlineValue).copyMemory(from: base, byteCount: value.count)
+                }
+                return value.count
+            }
+            let indexFlag = header.neverIndexed ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : 0
+            inlineFields[1] = nghttp2_nv(
+                name: UnsafeMutablePointer(mutating: header.name.utf8Start), value: inlineValue,
+                namelen: header.name.utf8CodeUnitCount, valuelen: n, flags: noCopyName | indexFlag)
+            count = 2
+        }
+        submitResponse(index: index, streamID: streamID, fields: inlineFields, count: count, body: body)
+    }
+
+    private func submitResponse(index: Int, streamID: Int32, fields: UnsafeMutablePointer<nghttp2_nv>, count: Int, body: [UInt8]) {
         slots[index].state = .answered
         let rv: Int32
         if body.isEmpty {
-            rv = nghttp2_submit_response(session, streamID, headerBlock.fields, headerBlock.count, nil)
+            rv = nghttp2_submit_response(session, streamID, fields, count, nil)
         } else {
             slots[index].responseBody = body
             slots[index].responseBodyOffset = 0
             var provider = nghttp2_data_provider()
             provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-                Unmanaged<HTTP2ServerSession>.fromOpaque(userData!).takeUnretainedValue()
-                    .readResponseBody(streamID: streamID, into: buffer!, length: length, flags: flags!)
+                Unmanaged<HTTP2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                    $0.readResponseBody(streamID: streamID, into: buffer!, length: length, flags: flags!)
+                }
             }
-            rv = nghttp2_submit_response(session, streamID, headerBlock.fields, headerBlock.count, &provider)
+            rv = nghttp2_submit_response(session, streamID, fields, count, &provider)
         }
         if rv != 0 { slots[index].state = .dropped }
     }
@@ -187,10 +254,16 @@ public final class HTTP2ServerSession {
     }
 
     public func takeEvents(_ body: (HTTP2ServerEvent) -> Void) {
+        guard !takingEvents else { return }
+        takingEvents = true
+        defer { takingEvents = false }
         while !events.isEmpty {
             swap(&events, &drainingEvents)
-            for event in drainingEvents { body(event) }
-            drainingEvents.removeAll(keepingCapacity: true)
+            // `drainingEvents` receives no appends until the next swap, which only this loop does.
+            // Each event is moved out, so a request's buffers are released as soon as `body` is
+            // done with it, and the slot reuses them.
+            let (base, n) = drainingEvents.releaseAll()
+            for i in 0..<n { body((base + i).move()) }
         }
     }
 
@@ -198,8 +271,11 @@ public final class HTTP2ServerSession {
 
     @inline(__always)
     private func slotIndex(streamID: Int32) -> Int? {
+        // A free slot has stream id 0, which no request stream has.
+        if slots[cachedSlot].streamID == streamID { return cachedSlot }
         if let index = NG.slot(userData: nghttp2_session_get_stream_user_data(session, streamID)),
            index < slotCapacity, slots[index].state != .free, slots[index].streamID == streamID {
+            cachedSlot = index
             return index
         }
         return nil
@@ -207,7 +283,13 @@ public final class HTTP2ServerSession {
 
     private func release(_ index: Int) {
         nghttp2_session_set_stream_user_data(session, slots[index].streamID, nil)
-        slots[index] = Slot(next: freeSlot)
+        let slot = slots + index
+        slot.pointee.state = .free
+        slot.pointee.streamID = 0
+        slot.pointee.responseBody = []
+        slot.pointee.responseBodyOffset = 0
+        if slot.pointee.body.capacity > Self.keptBodyCapacityMax { slot.pointee.body = [] }
+        slot.pointee.next = freeSlot
         freeSlot = index
         streamsOpen -= 1
     }
@@ -244,8 +326,18 @@ public final class HTTP2ServerSession {
             nghttp2_submit_rst_stream(session, NG.flagNone, streamID, NG.refusedStream)
             return
         }
-        freeSlot = slots[index].next
-        slots[index] = Slot(state: .receiving, streamID: streamID)
+        let slot = slots + index
+        freeSlot = slot.pointee.next
+        slot.pointee.state = .receiving
+        slot.pointee.streamID = streamID
+        slot.pointee.next = -1
+        if slot.pointee.fields.bytes.capacity == 0 {
+            slot.pointee.fields.bytes.reserveCapacity(256)
+        } else {
+            slot.pointee.fields.reset()
+        }
+        slot.pointee.body.removeAll(keepingCapacity: true)
+        cachedSlot = index
         streamsOpen += 1
         nghttp2_session_set_stream_user_data(session, streamID, NG.userData(slot: index))
     }
@@ -255,21 +347,29 @@ public final class HTTP2ServerSession {
         guard let index = slotIndex(streamID: streamID), slots[index].state == .receiving,
               let name, nameLength > 0 else { return }
         let slot = slots + index
+        let valueBytes = UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueLength)
         if name[0] == 0x3A {  // ':'
-            if bytesEqual(name, nameLength, ":path") {
-                slot.pointee.path = makeString(value, valueLength)
-            } else if bytesEqual(name, nameLength, ":method") {
-                slot.pointee.method = makeString(value, valueLength)
-            } else if bytesEqual(name, nameLength, ":authority") {
-                slot.pointee.authority = makeString(value, valueLength)
+            let nameBytes = UnsafeRawBufferPointer(start: name, count: nameLength)
+            switch nameLength {
+            case 5 where bytesEqual(nameBytes, ":path"): slot.pointee.fields.setPseudo(.path, valueBytes)
+            case 7 where bytesEqual(nameBytes, ":method"): slot.pointee.fields.setPseudo(.method, valueBytes)
+            case 10 where bytesEqual(nameBytes, ":authority"): slot.pointee.fields.setPseudo(.authority, valueBytes)
+            default: break
             }
             return
         }
-        if bytesEqual(name, nameLength, "host") && slot.pointee.authority.isEmpty {
-            slot.pointee.authority = makeString(value, valueLength)
+        let isHost = nameLength == 4 && slot.pointee.fields.authority.count == 0
+            && bytesEqual(UnsafeRawBufferPointer(start: name, count: 4), "host")
+        guard slot.pointee.fields.headerCount < HTTP2Response.headersKeptMax else {
+            // Past the kept headers, `host` still names the authority. Nothing is appended after
+            // this (every later header is dropped here), so the records stay contiguous.
+            if isHost { slot.pointee.fields.appendLoose(valueBytes, as: .authority) }
+            return
         }
-        guard slot.pointee.headers.count < HTTP2Response.headersKeptMax else { return }
-        slot.pointee.headers.append(HTTP2Header(makeString(name, nameLength), makeString(value, valueLength)))
+        let valueStart = slot.pointee.fields.appendHeader(name: UnsafeRawBufferPointer(start: name, count: nameLength), value: valueBytes)
+        if isHost {
+            slot.pointee.fields.authority = HTTP2ByteSpan(start: Int32(valueStart), count: Int32(valueBytes.count))
+        }
     }
 
     fileprivate func dataChunk(streamID: Int32, data: UnsafePointer<UInt8>?, length: Int) {
@@ -293,13 +393,9 @@ public final class HTTP2ServerSession {
               let index = slotIndex(streamID: hd.stream_id), slots[index].state == .receiving else { return }
         let slot = slots + index
         slot.pointee.state = .awaitingResponse
-        var headers: [HTTP2Header] = []
-        var body: [UInt8] = []
-        swap(&headers, &slot.pointee.headers)
-        swap(&body, &slot.pointee.body)
-        events.append(.request(HTTP2ServerRequest(
-            streamID: hd.stream_id, method: slot.pointee.method, path: slot.pointee.path,
-            authority: slot.pointee.authority, headers: headers, body: body)))
+        // Shares the slot's buffers with the caller; the next request on this slot copies on write
+        // if the caller still holds this one.
+        events.append(.request(HTTP2ServerRequest(streamID: hd.stream_id, fields: slot.pointee.fields, body: slot.pointee.body)))
     }
 
     fileprivate func streamClosed(streamID: Int32) {
@@ -329,26 +425,92 @@ public final class HTTP2ServerSession {
 
     private static func install(_ callbacks: OpaquePointer) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
-            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!).takeUnretainedValue().beginHeaders(frame!)
+            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.beginHeaders(frame!)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
-            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!).takeUnretainedValue()
-                .header(streamID: frame!.pointee.hd.stream_id, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.header(streamID: frame!.pointee.hd.stream_id, name: name, nameLength: nameLength, value: value, valueLength: valueLength)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
-            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!).takeUnretainedValue()
-                .dataChunk(streamID: streamID, data: data, length: length)
+            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.dataChunk(streamID: streamID, data: data, length: length)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
-            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!).takeUnretainedValue().frameReceived(frame!)
+            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.frameReceived(frame!)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, userData in
-            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!).takeUnretainedValue().streamClosed(streamID: streamID)
+            Unmanaged<HTTP2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef {
+                $0.streamClosed(streamID: streamID)
+            }
             return 0
         }
     }
+}
+
+/// One response header held inline: a static name and a value of up to `capacity` bytes, so a
+/// reply carrying it (an `apns-id`, say) allocates nothing. A per-response value such as an id
+/// is sent never-indexed by default: putting it in the HPACK dynamic table (RFC 7541 §6.2.1)
+/// would only evict entries that do repeat, on both sides.
+public struct HTTP2InlineHeader: Sendable {
+    public static let capacity = 64
+    public let name: StaticString
+    public let neverIndexed: Bool
+    public let count: Int
+    private var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+
+    /// Nil when `value` is longer than `capacity`.
+    public init?(name: StaticString, value: UnsafeRawBufferPointer, neverIndexed: Bool = true) {
+        guard value.count <= Self.capacity else { return nil }
+        self.init(name: name, count: value.count, neverIndexed: neverIndexed) { out in
+            if let base = value.baseAddress, value.count > 0 { out.baseAddress!.copyMemory(from: base, byteCount: value.count) }
+        }
+    }
+
+    /// A value of `count` (at most `capacity`) bytes, written by `initialize`.
+    public init(name: StaticString, count: Int, neverIndexed: Bool = true, initializingWith initialize: (UnsafeMutableRawBufferPointer) -> Void) {
+        precondition(count >= 0 && count <= Self.capacity, "inline header value too long")
+        precondition(name.hasPointerRepresentation, "header name must be a string literal")
+        self.name = name
+        self.neverIndexed = neverIndexed
+        self.count = count
+        withUnsafeMutableBytes(of: &storage) { initialize(UnsafeMutableRawBufferPointer(rebasing: $0[0..<count])) }
+    }
+
+    public func withValue<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: storage) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+    }
+
+    public var value: String { withValue { String(decoding: $0, as: UTF8.self) } }
+
+    /// The same header as an ordinary value.
+    public var header: HTTP2Header { HTTP2Header(String(describing: name), value) }
+}
+
+/// `:status` values as static text, so a response's status needs no copy (NO_COPY_VALUE).
+enum HTTP2StatusText {
+    static let name: StaticString = ":status"
+    /// "100" through "999", three bytes each, at (status - 100) * 3. Never freed.
+    nonisolated(unsafe) static let table: UnsafeMutablePointer<UInt8> = {
+        let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 900 * 3)
+        for status in 100...999 {
+            let at = (status - 100) * 3
+            table[at] = UInt8(0x30 + status / 100)
+            table[at + 1] = UInt8(0x30 + (status / 10) % 10)
+            table[at + 2] = UInt8(0x30 + status % 10)
+        }
+        return table
+    }()
+
+    @inline(__always)
+    static func text(_ status: Int) -> UnsafeMutablePointer<UInt8> { table + (status - 100) * 3 }
 }

@@ -2,6 +2,11 @@
 // HTTP2ServerSession). Everything here is a plain value: the sessions record these as events
 // while nghttp2 runs, and the caller drains them afterwards (design.md 2.3).
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import CNGHTTP2
 
 /// One header field. Names are lowercase, as RFC 9113 §8.2.1 requires on the wire.
@@ -99,27 +104,223 @@ public enum HTTP2ClientEvent: Sendable {
 }
 
 /// A complete request as the server session saw it.
+///
+/// Its fields are kept as bytes, not Strings: `fields` holds the pseudo-header values and then
+/// one record per regular header (name and value lengths as two little-endian UInt32s, then the
+/// name and the value). The server session reuses the same buffers for the next request on the
+/// same stream slot once the caller has let go of this value (copy-on-write), so reporting a
+/// request allocates nothing in the steady state (design.md 2.4). The String properties decode
+/// on demand; the byte accessors (`method(is:)`, `withPath`, `withHeader`, `forEachHeader`) do
+/// not allocate.
 public struct HTTP2ServerRequest: Sendable {
     public var streamID: Int32
-    public var method: String
-    public var path: String
-    public var authority: String
-    /// Regular headers only, at most `HTTP2Response.headersKeptMax`.
-    public var headers: [HTTP2Header]
+    /// Pseudo-header values, then header records.
+    @usableFromInline var fields: [UInt8]
+    @usableFromInline var methodSpan: HTTP2ByteSpan
+    @usableFromInline var pathSpan: HTTP2ByteSpan
+    @usableFromInline var authoritySpan: HTTP2ByteSpan
+    /// Where the header records start in `fields`.
+    @usableFromInline var headersStart: Int
+    /// Regular headers kept (at most `HTTP2Response.headersKeptMax`).
+    public private(set) var headerCount: Int
     /// At most `Limits.requestBodyBytesMax` bytes (a longer body resets the stream instead).
     public var body: [UInt8]
 
     public init(streamID: Int32, method: String, path: String, authority: String, headers: [HTTP2Header], body: [UInt8]) {
+        var builder = HTTP2ServerRequestFields()
+        builder.setPseudo(.method, Array(method.utf8))
+        builder.setPseudo(.path, Array(path.utf8))
+        builder.setPseudo(.authority, Array(authority.utf8))
+        for header in headers { builder.appendHeader(name: Array(header.name.utf8), value: Array(header.value.utf8)) }
+        self.init(streamID: streamID, fields: builder, body: body)
+    }
+
+    init(streamID: Int32, fields builder: HTTP2ServerRequestFields, body: [UInt8]) {
         self.streamID = streamID
-        self.method = method
-        self.path = path
-        self.authority = authority
-        self.headers = headers
+        fields = builder.bytes
+        methodSpan = builder.method
+        pathSpan = builder.path
+        authoritySpan = builder.authority
+        headersStart = builder.headersStart
+        headerCount = builder.headerCount
         self.body = body
     }
 
+    public var method: String { string(methodSpan) }
+    public var path: String { string(pathSpan) }
+    /// `:authority`, or the `host` header when the request had no `:authority`.
+    public var authority: String { string(authoritySpan) }
+
+    /// Regular headers only, at most `HTTP2Response.headersKeptMax`, in arrival order.
+    public var headers: [HTTP2Header] {
+        var out: [HTTP2Header] = []
+        out.reserveCapacity(headerCount)
+        forEachHeader { name, value in
+            out.append(HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            return true
+        }
+        return out
+    }
+
+    /// The first header with this name (compared in lowercase), if any.
     public func header(_ name: String) -> String? {
-        findHeader(headers, name)
+        var wanted = name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? name.lowercased() : name
+        return wanted.withUTF8 { wantedBytes in
+            withHeader(UnsafeRawBufferPointer(wantedBytes)) { value in value.map { String(decoding: $0, as: UTF8.self) } }
+        }
+    }
+
+    // MARK: Byte access (no allocation)
+
+    /// True when `:method` is exactly `literal`.
+    @inlinable
+    public func method(is literal: StaticString) -> Bool {
+        withSpan(methodSpan) { bytesEqual($0, literal) }
+    }
+
+    @inlinable
+    public func withPath<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withSpan(pathSpan, body)
+    }
+
+    /// The first header named `name` (lowercase), or nil.
+    public func withHeader<R>(_ name: StaticString, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try withHeader(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), body)
+    }
+
+    func withHeader<R>(_ name: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        var found: UnsafeRawBufferPointer? = nil
+        return try fields.withUnsafeBytes { bytes in
+            var offset = headersStart
+            for _ in 0..<headerCount {
+                let lengths = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                let nameLength = Int(truncatingIfNeeded: lengths & 0xFFFF_FFFF), valueLength = Int(truncatingIfNeeded: lengths >> 32)
+                let nameStart = offset + 8, valueStart = nameStart + nameLength
+                offset = valueStart + valueLength
+                if nameLength == name.count && memcmpBytes(bytes.baseAddress! + nameStart, name.baseAddress, nameLength) {
+                    found = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset])
+                    break
+                }
+            }
+            return try body(found)
+        }
+    }
+
+    /// Calls `body` with each header's name and value, in arrival order, until it returns false.
+    public func forEachHeader(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) rethrows {
+        try fields.withUnsafeBytes { bytes in
+            var offset = headersStart
+            for _ in 0..<headerCount {
+                let lengths = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                let nameLength = Int(truncatingIfNeeded: lengths & 0xFFFF_FFFF), valueLength = Int(truncatingIfNeeded: lengths >> 32)
+                let nameStart = offset + 8, valueStart = nameStart + nameLength
+                offset = valueStart + valueLength
+                guard try body(UnsafeRawBufferPointer(rebasing: bytes[nameStart..<valueStart]),
+                               UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset])) else { return }
+            }
+        }
+    }
+
+    @inlinable
+    func withSpan<R>(_ span: HTTP2ByteSpan, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try fields.withUnsafeBytes { bytes in
+            try body(UnsafeRawBufferPointer(rebasing: bytes[Int(span.start)..<Int(span.start + span.count)]))
+        }
+    }
+
+    private func string(_ span: HTTP2ByteSpan) -> String {
+        withSpan(span) { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// True when `bytes` are exactly the UTF-8 of `literal`.
+@inlinable @inline(__always)
+public func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
+    bytes.count == literal.utf8CodeUnitCount
+        && (bytes.count == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
+}
+
+@inline(__always)
+func memcmpBytes(_ a: UnsafeRawPointer?, _ b: UnsafeRawPointer?, _ count: Int) -> Bool {
+    guard count > 0, let a, let b else { return true }
+    return memcmp(a, b, count) == 0
+}
+
+/// Where a value lies in `HTTP2ServerRequest.fields`.
+@usableFromInline
+struct HTTP2ByteSpan: Sendable {
+    @usableFromInline var start: Int32 = 0
+    @usableFromInline var count: Int32 = 0
+}
+
+/// The server session's per-slot request builder: the bytes of `HTTP2ServerRequest.fields`,
+/// kept across requests so that its capacity is reused.
+struct HTTP2ServerRequestFields {
+    enum Pseudo { case method, path, authority }
+    var bytes: [UInt8] = []
+    var method = HTTP2ByteSpan()
+    var path = HTTP2ByteSpan()
+    var authority = HTTP2ByteSpan()
+    var headersStart = 0
+    var headerCount = 0
+
+    /// Starts a new request. When the last request's bytes are still held by a caller, the
+    /// array is not uniquely referenced and `removeAll` gives this slot a fresh buffer.
+    mutating func reset() {
+        bytes.removeAll(keepingCapacity: true)
+        method = HTTP2ByteSpan()
+        path = HTTP2ByteSpan()
+        authority = HTTP2ByteSpan()
+        headersStart = 0
+        headerCount = 0
+    }
+
+    /// Pseudo-headers precede regular ones (RFC 9113 §8.3; nghttp2 resets a stream that breaks
+    /// this), so one arriving after a regular header is ignored: the records stay contiguous.
+    mutating func setPseudo(_ which: Pseudo, _ value: UnsafeRawBufferPointer) {
+        guard headerCount == 0 else { return }
+        appendLoose(value, as: which)
+    }
+
+    mutating func setPseudo(_ which: Pseudo, _ value: [UInt8]) {
+        value.withUnsafeBytes { setPseudo(which, $0) }
+    }
+
+    /// Appends `value` after everything else and points the span at it. Used directly only for
+    /// the last bytes a request adds (see the server session's `host` handling).
+    mutating func appendLoose(_ value: UnsafeRawBufferPointer, as which: Pseudo) {
+        let span = HTTP2ByteSpan(start: Int32(bytes.count), count: Int32(value.count))
+        append(value)
+        switch which {
+        case .method: method = span
+        case .path: path = span
+        case .authority: authority = span
+        }
+    }
+
+    /// Appends a regular header; returns where its value starts.
+    @discardableResult
+    mutating func appendHeader(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Int {
+        if headerCount == 0 { headersStart = bytes.count }
+        let lengths = UInt64(UInt32(name.count)) | UInt64(UInt32(value.count)) << 32
+        withUnsafeBytes(of: lengths.littleEndian) { append($0) }
+        append(name)
+        let valueStart = bytes.count
+        append(value)
+        headerCount += 1
+        return valueStart
+    }
+
+    mutating func appendHeader(name: [UInt8], value: [UInt8]) {
+        name.withUnsafeBytes { n in value.withUnsafeBytes { v in _ = appendHeader(name: n, value: v) } }
+    }
+
+    /// Appends raw bytes through Array's contiguous fast path (the generic
+    /// `append(contentsOf: UnsafeRawBufferPointer)` copies byte by byte).
+    @inline(__always)
+    mutating func append(_ value: UnsafeRawBufferPointer) {
+        guard value.count > 0 else { return }
+        bytes.append(contentsOf: value.assumingMemoryBound(to: UInt8.self))
     }
 }
 
