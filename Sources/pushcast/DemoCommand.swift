@@ -16,7 +16,7 @@ enum DemoCommand {
             .value("payload", metavar: "FILE", help: "payload template", defaultDescription: "data/demo/payload.json"),
             .value("rows", metavar: "N", help: "rows to generate when the token file is missing", defaultDescription: "100000"),
             .value("latency-ms", metavar: "MS", help: "mock answer latency", defaultDescription: "20"),
-            .value("goaway-after", metavar: "N", help: "mock sends GOAWAY after N requests per connection", defaultDescription: "50000"),
+            .value("goaway-after", metavar: "N", help: "mock sends GOAWAY after N requests per connection", defaultDescription: "10000"),
             .value("connections", metavar: "N", help: "connections", defaultDescription: "4"),
             .value("out", metavar: "DIR", help: "where the results and prune files go", defaultDescription: "a new temporary directory"),
             CommonOptions.io,
@@ -44,7 +44,7 @@ enum DemoCommand {
         configuration.workers = max(1, ResourceUsage.processorCount / 2)
         configuration.reactor = try CommonOptions.reactorConfiguration(parsed)
         configuration.behavior.latencyNanoseconds = UInt64(try parsed.int("latency-ms", default: 20, range: 0...10_000)) * 1_000_000
-        configuration.behavior.goAwayAfter = try parsed.int("goaway-after", default: 50_000, range: 1...Int.max)
+        configuration.behavior.goAwayAfter = try parsed.int("goaway-after", default: 10_000, range: 1...Int.max)
         do {
             configuration.behavior.authentication = .token(try APNsJWTVerifier(publicKeyPEM: pair.publicKeyPEM, keyID: keyID, teamID: teamID,
                                                                                clock: SystemWallClock()))
