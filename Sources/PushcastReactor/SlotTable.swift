@@ -112,6 +112,22 @@ final class SlotTable {
 
     // MARK: Allocation
 
+    /// Takes an accepted socket into a slot (TCP_NODELAY set), or closes it when that fails or
+    /// no slot is left: a full table refuses connections rather than queueing them unboundedly.
+    func adoptAccepted(fd: Int32) -> UInt32? {
+        do throws(ReactorError) {
+            try Sockets.setNoDelay(fd)
+        } catch {
+            Glibc.close(fd)
+            return nil
+        }
+        guard let index = allocate(fd: fd, state: .connected) else {
+            Glibc.close(fd)
+            return nil
+        }
+        return index
+    }
+
     func allocate(fd: Int32, state: SlotState) -> UInt32? {
         guard freeCount > 0 else { return nil }
         freeCount -= 1

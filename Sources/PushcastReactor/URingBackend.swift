@@ -401,17 +401,7 @@ final class URingBackend: ReactorBackend {
     }
 
     private func accepted(_ listener: Slot, fd: Int32, _ handle: (ReactorEvent) -> Void) {
-        do throws(ReactorError) {
-            try Sockets.setNoDelay(fd)
-        } catch {
-            Glibc.close(fd)
-            return
-        }
-        guard let index = slots.allocate(fd: fd, state: .connected) else {
-            // No slot left: refuse the connection rather than queue it unboundedly.
-            Glibc.close(fd)
-            return
-        }
+        guard let index = slots.adoptAccepted(fd: fd) else { return }
         let connection = slots.slot(index)
         handle(.accepted(listener: listener, connection: connection))
         if slots.isCurrent(connection) { armReceive(index) }

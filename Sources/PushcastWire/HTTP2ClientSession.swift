@@ -142,19 +142,14 @@ public final class HTTP2ClientSession {
         session = created
 
         // RFC 9113 §3.4: the preface is the magic (added by nghttp2) and a SETTINGS frame.
-        var settings = [
+        let settings = [
             nghttp2_settings_entry(settings_id: NG.settingsEnablePush, value: 0),
             nghttp2_settings_entry(settings_id: NG.settingsInitialWindowSize, value: UInt32(limits.windowBytes)),
             // RFC 9218 §2.1: we send no RFC 7540 priority signals; nghttp2 then schedules
             // without its priority tree and keeps no closed streams for it.
             nghttp2_settings_entry(settings_id: NG.settingsNoRFC7540Priorities, value: 1),
         ]
-        rv = nghttp2_submit_settings(session, NG.flagNone, &settings, settings.count)
-        guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_submit_settings") }
-        if limits.windowBytes > NG.defaultWindowBytes {
-            rv = nghttp2_session_set_local_window_size(session, NG.flagNone, 0, limits.windowBytes)
-            guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_session_set_local_window_size") }
-        }
+        try NG.submitInitialSettings(session, settings, windowBytes: limits.windowBytes)
     }
 
     deinit {

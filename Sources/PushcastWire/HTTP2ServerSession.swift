@@ -98,19 +98,14 @@ public final class HTTP2ServerSession {
         guard rv == 0, let created else { throw HTTP2Error(code: Int(rv), "nghttp2_session_server_new3") }
         session = created
 
-        var settings = [
+        let settings = [
             nghttp2_settings_entry(settings_id: NG.settingsMaxConcurrentStreams, value: UInt32(limits.streamsPerConnectionMax)),
             nghttp2_settings_entry(settings_id: NG.settingsInitialWindowSize, value: UInt32(limits.windowBytes)),
             // RFC 9218 §2.1: we ignore RFC 7540 priority signals; a peer that says the same
             // (pushcast's client does) spares both sides nghttp2's priority tree.
             nghttp2_settings_entry(settings_id: NG.settingsNoRFC7540Priorities, value: 1),
         ]
-        rv = nghttp2_submit_settings(session, NG.flagNone, &settings, settings.count)
-        guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_submit_settings") }
-        if limits.windowBytes > NG.defaultWindowBytes {
-            rv = nghttp2_session_set_local_window_size(session, NG.flagNone, 0, limits.windowBytes)
-            guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_session_set_local_window_size") }
-        }
+        try NG.submitInitialSettings(session, settings, windowBytes: limits.windowBytes)
     }
 
     deinit {

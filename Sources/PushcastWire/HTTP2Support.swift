@@ -7,6 +7,18 @@ import CNGHTTP2
 // MARK: - nghttp2 constants, typed for the callbacks
 
 enum NG {
+    /// Submits our SETTINGS (RFC 9113 §3.4: the preface's SETTINGS frame) and enlarges the
+    /// connection-level receive window to `windowBytes`, for either role.
+    static func submitInitialSettings(_ session: OpaquePointer, _ entries: [nghttp2_settings_entry], windowBytes: Int32) throws(HTTP2Error) {
+        var entries = entries
+        var rv = nghttp2_submit_settings(session, flagNone, &entries, entries.count)
+        guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_submit_settings") }
+        if windowBytes > defaultWindowBytes {
+            rv = nghttp2_session_set_local_window_size(session, flagNone, 0, windowBytes)
+            guard rv == 0 else { throw HTTP2Error(code: Int(rv), "nghttp2_session_set_local_window_size") }
+        }
+    }
+
     static let frameData = UInt8(NGHTTP2_DATA.rawValue)
     static let frameHeaders = UInt8(NGHTTP2_HEADERS.rawValue)
     static let frameRSTStream = UInt8(NGHTTP2_RST_STREAM.rawValue)
