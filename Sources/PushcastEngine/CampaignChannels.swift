@@ -31,9 +31,18 @@ public final class NotificationChannel: @unchecked Sendable {
     /// Moves a batch in (the caller respects `room`; `batch` comes back empty) and wakes the worker.
     public func push(_ batch: inout [PreparedNotification]) {
         guard !batch.isEmpty else { return }
-        var moved: [PreparedNotification] = []
-        moved.reserveCapacity(batch.capacity)
-        swap(&moved, &batch)
+        var moved: [PreparedNotification]
+        if batch.count * 2 >= batch.capacity {
+            // A full batch moves as it is; the caller gets fresh storage of the same size.
+            moved = []
+            moved.reserveCapacity(batch.capacity)
+            swap(&moved, &batch)
+        } else {
+            // A small batch is copied into storage of its own size: a queue of tiny batches each
+            // holding a 256-slot array would cost ~25 KB per in-flight notification.
+            moved = Array(batch)
+            batch.removeAll(keepingCapacity: true)
+        }
         state.withLock { s in
             s.count += moved.count
             s.batches.append(moved)

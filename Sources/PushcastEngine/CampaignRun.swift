@@ -143,9 +143,10 @@ public final class CampaignRun {
                 while budget > 0 && !inputDone {
                     let channel = channels[nextChannel]
                     var room = channel.room
-                    guard room > 0 else {
+                    // Wait for room for a sizeable batch: many tiny batches cost more than they carry.
+                    guard room >= min(64, channel.capacity) else {
                         nextChannel = (nextChannel + 1) % channels.count
-                        if channels.allSatisfy({ $0.room == 0 }) { break }
+                        if channels.allSatisfy({ $0.room < min(64, $0.capacity) }) { break }
                         continue
                     }
                     room = min(room, 256)
@@ -180,7 +181,7 @@ public final class CampaignRun {
             }
 
             let allFinished = finishedWorkers.value.load(ordering: .acquiring) == workers
-            outcomes.take(into: &drained, timeoutSeconds: inputDone || channels.allSatisfy({ $0.room == 0 }) ? 0.1 : 0)
+            outcomes.take(into: &drained, timeoutSeconds: inputDone || channels.allSatisfy({ $0.room < min(64, $0.capacity) }) ? 0.1 : 0)
             for record in drained { write(record) }
             drained.removeAll(keepingCapacity: true)
             try flushEncoded()
