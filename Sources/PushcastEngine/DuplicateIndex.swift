@@ -6,9 +6,12 @@
 /// 64-bit hash and the first row's number): 12 bytes a slot, sized at start-up from the line count
 /// so that it never rehashes on a file; stdin grows it by doubling.
 ///
+/// A class, not a struct: the run and the plan that built it share one table. As a struct, the
+/// first insert after a copy duplicated the whole table (copy-on-write): twice the memory.
+///
 /// Two different tokens are treated as one only if their 64-bit hashes collide
 /// entirely (about n²/2⁶⁵: 3 × 10⁻⁶ for ten million rows).
-public struct DuplicateIndex {
+public final class DuplicateIndex {
     private var hashes: [UInt64]
     private var rows: [UInt32]
     private var mask: Int
@@ -26,7 +29,7 @@ public struct DuplicateIndex {
     public var capacity: Int { hashes.count }
 
     /// Records `token` as seen on `row`. Returns nil the first time, else the first row's number.
-    public mutating func insert(_ token: UnsafeRawBufferPointer, row: Int) -> Int? {
+    public func insert(_ token: UnsafeRawBufferPointer, row: Int) -> Int? {
         if (count + 1) * 4 > hashes.count * 3 { grow() }
         let h = Self.hash(token)
         var i = Int(truncatingIfNeeded: h ^ (h >> 29)) & mask
@@ -43,7 +46,7 @@ public struct DuplicateIndex {
         }
     }
 
-    private mutating func grow() {
+    private func grow() {
         let oldHashes = hashes, oldRows = rows
         let capacity = hashes.count * 2
         hashes = [UInt64](repeating: 0, count: capacity)

@@ -71,7 +71,7 @@ public struct RowPreparer {
     public let fileName: String
     /// Providers that have credentials in this run.
     public let configuredProviders: Set<ProviderID>
-    private var duplicates: DuplicateIndex
+    private let duplicates: DuplicateIndex
     /// One SHA-256 context for the reader thread's apns-id derivations.
     private let apnsIDs: APNsIDGenerator
     private var payload: [UInt8] = []

@@ -2,27 +2,27 @@
 import XCTest
 
 final class DuplicateIndexTests: XCTestCase {
-    private func insert(_ index: inout DuplicateIndex, _ token: String, row: Int) -> Int? {
+    private func insert(_ index: DuplicateIndex, _ token: String, row: Int) -> Int? {
         var copy = token
         return copy.withUTF8 { index.insert(UnsafeRawBufferPointer($0), row: row) }
     }
 
     func testFirstSightingThenTheFirstRowForEveryRepeat() {
-        var index = DuplicateIndex(expected: 10)
-        XCTAssertNil(insert(&index, "aa", row: 1))
-        XCTAssertNil(insert(&index, "bb", row: 2))
-        XCTAssertEqual(insert(&index, "aa", row: 3), 1)
-        XCTAssertEqual(insert(&index, "aa", row: 9), 1)
-        XCTAssertEqual(insert(&index, "bb", row: 4), 2)
+        let index = DuplicateIndex(expected: 10)
+        XCTAssertNil(insert(index, "aa", row: 1))
+        XCTAssertNil(insert(index, "bb", row: 2))
+        XCTAssertEqual(insert(index, "aa", row: 3), 1)
+        XCTAssertEqual(insert(index, "aa", row: 9), 1)
+        XCTAssertEqual(insert(index, "bb", row: 4), 2)
         XCTAssertEqual(index.count, 2)
     }
 
     func testGrowsPastItsPlanWithoutLosingAnything() {
-        var index = DuplicateIndex(expected: 1)
+        let index = DuplicateIndex(expected: 1)
         let start = index.capacity
-        for i in 0..<50_000 { XCTAssertNil(insert(&index, "token-\(i)", row: i + 1)) }
+        for i in 0..<50_000 { XCTAssertNil(insert(index, "token-\(i)", row: i + 1)) }
         XCTAssertGreaterThan(index.capacity, start)
-        for i in stride(from: 0, to: 50_000, by: 97) { XCTAssertEqual(insert(&index, "token-\(i)", row: 999_999), i + 1) }
+        for i in stride(from: 0, to: 50_000, by: 97) { XCTAssertEqual(insert(index, "token-\(i)", row: 999_999), i + 1) }
         XCTAssertEqual(index.count, 50_000)
     }
 
