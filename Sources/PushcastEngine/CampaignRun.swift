@@ -33,7 +33,10 @@ public struct CampaignOutput: Sendable {
 /// One campaign: the reader (this thread) prepares rows and writes outcomes; `workers` threads
 /// each run a ClientWorker with an APNsWorkload over their share of the connections.
 public final class CampaignRun {
-    private let reader: TokenFileReader
+    private var reader: TokenFileReader
+    /// Opens the input again from its first row, for settling deferred possible duplicates
+    /// (`DuplicateDetection.filtered`); nil when the input cannot be read twice.
+    private let reopen: (() throws -> TokenFileReader)?
     private var preparer: RowPreparer
     private let settings: APNsSendSettings
     private let client: ClientConfiguration
@@ -44,8 +47,10 @@ public final class CampaignRun {
     private let log: (String) -> Void
 
     public init(reader: TokenFileReader, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
-                connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?, log: @escaping (String) -> Void) {
+                connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?,
+                reopen: (() throws -> TokenFileReader)? = nil, log: @escaping (String) -> Void) {
         self.reader = reader
+        self.reopen = reopen
         self.preparer = preparer
         self.settings = settings
         self.client = client
@@ -114,6 +119,7 @@ public final class CampaignRun {
         encoded.reserveCapacity(256 * 1024)
         var pruneEncoded: [UInt8] = []
         var inputDone = false
+        var resolving = false
         var readError: String? = nil
         var nextChannel = 0
         var lastProgress = start
@@ -159,13 +165,33 @@ public final class CampaignRun {
                             break
                         }
                         guard let record else {
+                            if !resolving && preparer.hasSuspects {
+                                // Second read: settle the rows deferred as possible duplicates.
+                                guard let reopen else { preconditionFailure("filtered duplicate detection needs a re-readable input") }
+                                do { reader = try reopen() } catch {
+                                    readError = "cannot read \(reader.fileName) again: \(error)"
+                                    inputDone = true
+                                    break
+                                }
+                                resolving = true
+                                continue
+                            }
                             inputDone = true
                             break
                         }
-                        switch preparer.prepare(record) {
-                        case .send(let notification): batch.append(notification)
-                        case .finished(let outcome): write(outcome)
+                        let prepared: PreparedRow?
+                        if resolving {
+                            prepared = preparer.resolve(record)
+                            if case .row(let view) = record, preparer.resolveFinished(after: view.row) { inputDone = true }
+                        } else {
+                            prepared = preparer.prepare(record)
                         }
+                        switch prepared {
+                        case .send(let notification)?: batch.append(notification)
+                        case .finished(let outcome)?: write(outcome)
+                        case .deferred?, nil: break
+                        }
+                        if inputDone { break }
                     }
                     channel.push(&batch)
                     nextChannel = (nextChannel + 1) % channels.count

@@ -58,6 +58,18 @@ public struct RowLayout: Sendable {
 public enum PreparedRow {
     case send(PreparedNotification)
     case finished(OutcomeRecord)
+    /// Maybe a duplicate: settled after the input ends, by a second read (`resolve`).
+    case deferred
+}
+
+/// How a run finds repeated tokens.
+public enum DuplicateDetection: Sendable {
+    /// An exact table in memory: 12 bytes a row. For input that cannot be read twice (stdin).
+    case exact(expectedRows: Int)
+    /// A Bloom filter of 16 bits a row says "new" or "maybe seen"; maybe-seen rows wait until the
+    /// input ends and are settled exactly by reading the file a second time. Memory grows with the
+    /// duplicates (and the filter's ~0.05 % false alarms), not with the rows.
+    case filtered(expectedRows: Int)
 }
 
 /// Turns rows into notifications, or into final outcomes when they cannot be sent (malformed,
@@ -71,20 +83,33 @@ public struct RowPreparer {
     public let fileName: String
     /// Providers that have credentials in this run.
     public let configuredProviders: Set<ProviderID>
-    private let duplicates: DuplicateIndex
+    private let duplicates: DuplicateIndex?
+    private let filter: DuplicateFilter?
+    /// Filtered mode: tokens that may have been seen before, and the rows that held them.
+    private var suspects: [String: [Int]] = [:]
+    private var suspectRowMax = 0
+    /// Filtered mode, second read: the first row of each suspect token.
+    private var firstRows: [String: Int] = [:]
     /// One SHA-256 context for the reader thread's apns-id derivations.
     private let apnsIDs: APNsIDGenerator
     private var payload: [UInt8] = []
 
     public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
-                configuredProviders: Set<ProviderID>, expectedRows: Int) {
+                configuredProviders: Set<ProviderID>, duplicates detection: DuplicateDetection) {
         self.layout = layout
         self.template = template
         self.payloadBytesMax = payloadBytesMax
         self.campaign = campaign
         self.fileName = fileName
         self.configuredProviders = configuredProviders
-        duplicates = DuplicateIndex(expected: expectedRows)
+        switch detection {
+        case .exact(let rows):
+            duplicates = DuplicateIndex(expected: rows)
+            filter = nil
+        case .filtered(let rows):
+            duplicates = nil
+            filter = DuplicateFilter(expected: rows)
+        }
         apnsIDs = APNsIDGenerator(campaign: campaign)
         payload.reserveCapacity(payloadBytesMax * 2)
     }
@@ -103,41 +128,86 @@ public struct RowPreparer {
         InputProblem(file: fileName, line: view.line, field: field, message: message).description
     }
 
+    /// What the checks before de-duplication make of a row.
+    private enum Checked {
+        case done(OutcomeRecord)
+        case valid(id: String?, provider: ProviderID, token: APNsDeviceToken)
+    }
+
     public mutating func prepare(_ view: RowView) -> PreparedRow {
+        switch check(view) {
+        case .done(let outcome):
+            return .finished(outcome)
+        case .valid(let id, let provider, let token):
+            var hex = token.hex
+            if let duplicates {
+                let firstRow = hex.withUTF8 { duplicates.insert(UnsafeRawBufferPointer($0), row: view.row) }
+                if let firstRow {
+                    return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .duplicate,
+                                                   reason: OutcomeReason.duplicate, duplicateOf: firstRow))
+                }
+            } else if let filter, hex.withUTF8({ filter.insert(UnsafeRawBufferPointer($0)) }) {
+                suspects[token.hex, default: []].append(view.row)
+                suspectRowMax = max(suspectRowMax, view.row)
+                return .deferred
+            }
+            return render(view, id: id, provider: provider, token: token)
+        }
+    }
+
+    /// Rows deferred as possible duplicates, waiting for `resolve`.
+    public var hasSuspects: Bool { !suspects.isEmpty }
+
+    /// The second read (filtered mode): feed every record again, from the first row. Returns the
+    /// final fate of each deferred row as its record comes by (nil for every other record); stop
+    /// once `resolveFinished(after:)` says so.
+    public mutating func resolve(_ record: InputRecord) -> PreparedRow? {
+        guard case .row(let view) = record, view.row <= suspectRowMax,
+              case .valid(let id, let provider, let token) = check(view), let rows = suspects[token.hex] else { return nil }
+        if let first = firstRows[token.hex] {
+            guard rows.contains(view.row) else { return nil }
+            return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .duplicate,
+                                           reason: OutcomeReason.duplicate, duplicateOf: first))
+        }
+        firstRows[token.hex] = view.row
+        // The first row with this token was itself deferred: the filter's false alarm. Send it.
+        return rows.contains(view.row) ? render(view, id: id, provider: provider, token: token) : nil
+    }
+
+    /// True once the second read has passed the last deferred row.
+    public func resolveFinished(after row: Int) -> Bool { row >= suspectRowMax }
+
+    private func check(_ view: RowView) -> Checked {
         let id = layout.idColumn.flatMap { view.string($0) }
         var provider = layout.defaultProvider
         if let column = layout.providerColumn, let value = view.field(column), value.count > 0 {
             guard let parsed = ProviderID(column: String(decoding: value, as: UTF8.self).trimmingSpaces()) else {
                 let text = String(decoding: value, as: UTF8.self)
-                return .finished(OutcomeRecord(row: view.row, id: id, token: view.string(layout.tokenColumn) ?? "", provider: nil,
-                                               outcome: .invalid, reason: OutcomeReason.unknownProvider,
-                                               error: problem(view, field: "platform", "unknown platform '\(text)' (expected ios/apns or android/fcm)")))
+                return .done(OutcomeRecord(row: view.row, id: id, token: view.string(layout.tokenColumn) ?? "", provider: nil,
+                                           outcome: .invalid, reason: OutcomeReason.unknownProvider,
+                                           error: problem(view, field: "platform", "unknown platform '\(text)' (expected ios/apns or android/fcm)")))
             }
             provider = parsed
         }
         guard let rawToken = view.field(layout.tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
-            return .finished(OutcomeRecord(row: view.row, id: id, token: "", provider: provider, outcome: .invalid,
-                                           reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
+            return .done(OutcomeRecord(row: view.row, id: id, token: "", provider: provider, outcome: .invalid,
+                                       reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
         }
         guard configuredProviders.contains(provider) else {
-            return .finished(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
-                                           outcome: .failed, reason: OutcomeReason.providerNotConfigured,
-                                           error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
+            return .done(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
+                                       outcome: .failed, reason: OutcomeReason.providerNotConfigured,
+                                       error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
         }
-        let token: APNsDeviceToken
         do {
-            token = try APNsDeviceToken.normalize(rawToken)
+            return .valid(id: id, provider: provider, token: try APNsDeviceToken.normalize(rawToken))
         } catch {
-            return .finished(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
-                                           outcome: .invalid, reason: OutcomeReason.invalidToken,
-                                           error: problem(view, field: "token", error.description)))
+            return .done(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
+                                       outcome: .invalid, reason: OutcomeReason.invalidToken,
+                                       error: problem(view, field: "token", error.description)))
         }
-        var hex = token.hex
-        let firstRow = hex.withUTF8 { duplicates.insert(UnsafeRawBufferPointer($0), row: view.row) }
-        if let firstRow {
-            return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .duplicate,
-                                           reason: OutcomeReason.duplicate, duplicateOf: firstRow))
-        }
+    }
+
+    private mutating func render(_ view: RowView, id: String?, provider: ProviderID, token: APNsDeviceToken) -> PreparedRow {
         payload.removeAll(keepingCapacity: true)
         let size = template.render(into: &payload) { view.field($0) }
         guard size <= payloadBytesMax else {
@@ -157,8 +227,8 @@ public struct RowPreparer {
         return .send(PreparedNotification(row: view.row, id: id, token: token.hex, apnsID: apnsID, payload: exact))
     }
 
-    /// Tokens seen so far (for the summary).
-    public var distinctTokens: Int { duplicates.count }
+    /// Distinct tokens recorded so far (exact mode).
+    public var distinctTokens: Int? { duplicates?.count }
 }
 
 extension String {

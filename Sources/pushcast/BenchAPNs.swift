@@ -66,7 +66,7 @@ enum BenchAPNs {
             throw CommandFailure("\(error)")
         }
         let preparer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "bench",
-                                   fileName: "<synthetic>", configuredProviders: [.apns], expectedRows: requests)
+                                   fileName: "<synthetic>", configuredProviders: [.apns], duplicates: .filtered(expectedRows: requests))
         let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority,
                                         retry: RetryPolicy(), retryUnknown: false)
         let address: String
@@ -79,7 +79,9 @@ enum BenchAPNs {
         let output = CampaignOutput(resultsPath: directory + "/results.ndjson", resultsFormat: .ndjson,
                                     prunePath: directory + "/prune.csv", summaryPath: nil, progress: false)
         let run = CampaignRun(reader: reader, preparer: preparer, settings: settings, client: client, connections: connections,
-                              workers: workers, output: output, totalRows: requests, log: { _ in })
+                              workers: workers, output: output, totalRows: requests,
+                              reopen: { try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>") },
+                              log: { _ in })
         let before = ResourceUsage.current()
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }

@@ -68,6 +68,8 @@ enum SendCommand {
         var preparer: RowPreparer
         var settings: APNsSendSettings?
         var campaign: String
+        /// Opens the input again from its first row (nil for stdin, which is read once).
+        var reopen: (() throws -> TokenFileReader)?
     }
 
     static func run(_ parsed: ParsedArguments, checkOnly: Bool) throws -> ExitStatus {
@@ -159,13 +161,17 @@ enum SendCommand {
         var configured: Set<ProviderID> = []
         if tokenSource != nil || hasCertificate { configured.insert(.apns) }
         let preparer = RowPreparer(layout: layout, template: template, payloadBytesMax: pushType.payloadBytesMax, campaign: campaign,
-                                   fileName: fileName, configuredProviders: configured, expectedRows: totalRows ?? 1 << 20)
+                                   fileName: fileName, configuredProviders: configured,
+                                   duplicates: path == "-" ? .exact(expectedRows: 1 << 20) : .filtered(expectedRows: totalRows ?? 1 << 20))
+        let reopen: (() throws -> TokenFileReader)? = path == "-" ? nil : {
+            try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName)
+        }
         let endpoint = try endpoint(parsed)
         let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
         let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority, retry: retry,
                                         retryUnknown: parsed.flag("retry-unknown"))
         return Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: totalRows, preparer: preparer,
-                    settings: settings, campaign: campaign)
+                    settings: settings, campaign: campaign, reopen: reopen)
     }
 
     static func makeTokenSource(_ parsed: ParsedArguments) throws -> APNsTokenSource? {
@@ -210,18 +216,36 @@ enum SendCommand {
         var toSend = 0
         var largest = 0
         var sample: PreparedNotification? = nil
-        while true {
-            let record: InputRecord?
-            do { record = try plan.reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
-            guard let record else { break }
-            switch preparer.prepare(record) {
-            case .send(let n):
+        func tally(_ prepared: PreparedRow?) {
+            switch prepared {
+            case .send(let n)?:
                 toSend += 1
                 largest = max(largest, n.payload.count)
                 if sample == nil { sample = n }
-            case .finished(let outcome):
+            case .finished(let outcome)?:
                 summary.record(outcome)
                 if let error = outcome.error { Console.error("pushcast check: row \(outcome.row): \(error)") }
+            case .deferred?, nil:
+                break
+            }
+        }
+        var reader = plan.reader
+        var resolving = false
+        while true {
+            let record: InputRecord?
+            do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
+            guard let record else {
+                // Possible duplicates wait for a second read that settles them exactly.
+                guard !resolving, preparer.hasSuspects, let reopen = plan.reopen else { break }
+                do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName) again: \(error)") }
+                resolving = true
+                continue
+            }
+            if resolving {
+                tally(preparer.resolve(record))
+                if case .row(let view) = record, preparer.resolveFinished(after: view.row) { break }
+            } else {
+                tally(preparer.prepare(record))
             }
         }
         Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))")
@@ -289,7 +313,7 @@ enum SendCommand {
             progress: !parsed.flag("quiet") && (parsed.flag("progress") || isatty(2) != 0))
         let run = CampaignRun(reader: plan.reader, preparer: plan.preparer, settings: settings, client: client,
                               connections: connections, workers: try CommonOptions.workers(parsed), output: output,
-                              totalRows: plan.totalRows, log: { FileHandle.standardError.write(Data($0.utf8)) })
+                              totalRows: plan.totalRows, reopen: plan.reopen, log: { FileHandle.standardError.write(Data($0.utf8)) })
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }
         Console.error(summary.text)
