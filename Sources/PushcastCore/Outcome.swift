@@ -4,6 +4,27 @@ public enum ProviderID: String, Sendable, CaseIterable, Hashable {
     case fcm
 
     /// Parses a `platform`/`provider` column value: ios or apns → APNs; android or fcm → FCM.
+    /// The same, from the column's bytes: surrounding spaces ignored, ASCII case-insensitive, no
+    /// String made (this runs once per row).
+    public init?(columnBytes value: UnsafeRawBufferPointer) {
+        var start = 0, end = value.count
+        while start < end && (value[start] == 0x20 || value[start] == 0x09) { start += 1 }
+        while end > start && (value[end - 1] == 0x20 || value[end - 1] == 0x09 || value[end - 1] == 0x0D) { end -= 1 }
+        func matches(_ word: StaticString) -> Bool {
+            guard end - start == word.utf8CodeUnitCount else { return false }
+            let expected = word.utf8Start
+            for i in 0..<(end - start) where value[start + i] | 0x20 != expected[i] { return false }
+            return true
+        }
+        if matches("ios") || matches("apns") || matches("ipados") || matches("macos") || matches("watchos") || matches("tvos") {
+            self = .apns
+        } else if matches("android") || matches("fcm") || matches("firebase") {
+            self = .fcm
+        } else {
+            return nil
+        }
+    }
+
     public init?(column value: some StringProtocol) {
         switch value.lowercased() {
         case "ios", "apns", "ipados", "macos", "watchos", "tvos": self = .apns

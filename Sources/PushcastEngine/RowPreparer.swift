@@ -181,7 +181,7 @@ public struct RowPreparer {
         let id = layout.idColumn.flatMap { view.string($0) }
         var provider = layout.defaultProvider
         if let column = layout.providerColumn, let value = view.field(column), value.count > 0 {
-            guard let parsed = ProviderID(column: String(decoding: value, as: UTF8.self).trimmingSpaces()) else {
+            guard let parsed = ProviderID(columnBytes: value) else {
                 let text = String(decoding: value, as: UTF8.self)
                 return .done(OutcomeRecord(row: view.row, id: id, token: view.string(layout.tokenColumn) ?? "", provider: nil,
                                            outcome: .invalid, reason: OutcomeReason.unknownProvider,
@@ -231,14 +231,6 @@ public struct RowPreparer {
     public var distinctTokens: Int? { duplicates?.count }
 }
 
-extension String {
-    func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" || s.last == "\r" { s = s.dropLast() }
-        return String(s)
-    }
-}
 
 /// Why a campaign could not start or had to stop (exit status 2).
 public enum CampaignError: Error, CustomStringConvertible {

@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 @testable import PushcastCore
 
@@ -75,5 +76,21 @@ final class MinHeapTests: XCTestCase {
         while let v = heap.pop() { out.append(v) }
         XCTAssertEqual(out, all.sorted())
         XCTAssertNil(heap.pop())
+    }
+}
+
+final class ProviderIDTests: XCTestCase {
+    private func parse(_ text: String) -> ProviderID? {
+        var copy = text
+        return copy.withUTF8 { ProviderID(columnBytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    func testColumnBytesMatchTheStringParser() {
+        for text in ["ios", " IOS ", "Apns", "iPadOS", "android\r", "\tFCM", "firebase", "web", "", "iosx", "andro"] {
+            XCTAssertEqual(parse(text), ProviderID(column: text.trimmingCharacters(in: .whitespacesAndNewlines)), text)
+        }
+        XCTAssertEqual(parse(" ios "), .apns)
+        XCTAssertEqual(parse("ANDROID"), .fcm)
+        XCTAssertNil(parse("windows"))
     }
 }
