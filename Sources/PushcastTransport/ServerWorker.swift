@@ -230,23 +230,9 @@ public final class ServerWorker {
                 if open > c.control.streamsOpenMax { c.control.streamsOpenMax = open }
                 switch responder.handle(request, on: c.control) {
                 case .respond(let status, let headers, let body, let delay):
-                    if delay == 0 {
-                        session.respond(streamID: request.streamID, status: status, headers: headers, body: body)
-                    } else {
-                        sequence += 1
-                        delayed.push(Delayed(dueNanoseconds: Reactor.nowNanoseconds() + delay, sequence: sequence,
-                                             slot: c.slot, streamID: request.streamID, status: status,
-                                             headers: .list(headers), body: body))
-                    }
+                    answer(c, request.streamID, status: status, headers: .list(headers), body: body, after: delay)
                 case .respondInline(let status, let header, let body, let delay):
-                    if delay == 0 {
-                        session.respond(streamID: request.streamID, status: status, header: header, body: body)
-                    } else {
-                        sequence += 1
-                        delayed.push(Delayed(dueNanoseconds: Reactor.nowNanoseconds() + delay, sequence: sequence,
-                                             slot: c.slot, streamID: request.streamID, status: status,
-                                             headers: .inline(header), body: body))
-                    }
+                    answer(c, request.streamID, status: status, headers: .inline(header), body: body, after: delay)
                 case .refuse:
                     session.refuse(streamID: request.streamID)
                 }
@@ -259,18 +245,31 @@ public final class ServerWorker {
         if closed { closeAfterFlush(c) }
     }
 
+    /// Answers now, or queues the answer for `delay` nanoseconds (the mock's latency).
+    private func answer(_ c: Connection, _ streamID: Int32, status: Int, headers: Delayed.Headers, body: [UInt8], after delay: UInt64) {
+        guard delay > 0 else {
+            send(c.channel.session, streamID, status: status, headers: headers, body: body)
+            return
+        }
+        sequence += 1
+        delayed.push(Delayed(dueNanoseconds: Reactor.nowNanoseconds() + delay, sequence: sequence, slot: c.slot,
+                             streamID: streamID, status: status, headers: headers, body: body))
+    }
+
+    private func send(_ session: HTTP2ServerSession, _ streamID: Int32, status: Int, headers: Delayed.Headers, body: [UInt8]) {
+        switch headers {
+        case .list(let list): session.respond(streamID: streamID, status: status, headers: list, body: body)
+        case .inline(let header): session.respond(streamID: streamID, status: status, header: header, body: body)
+        }
+    }
+
     private func releaseDue() {
         guard !delayed.isEmpty else { return }
         let now = Reactor.nowNanoseconds()
         while let head = delayed.first, head.dueNanoseconds <= now {
             delayed.pop()
             guard let c = connection(head.slot) else { continue }
-            switch head.headers {
-            case .list(let headers):
-                c.channel.session.respond(streamID: head.streamID, status: head.status, headers: headers, body: head.body)
-            case .inline(let header):
-                c.channel.session.respond(streamID: head.streamID, status: head.status, header: header, body: head.body)
-            }
+            send(c.channel.session, head.streamID, status: head.status, headers: head.headers, body: head.body)
             markDirty(c)
         }
     }
