@@ -4,7 +4,13 @@ import Synchronization
 
 /// `--log FILE`: one NDJSON line per answered request, shared by all workers under a lock (only
 /// when logging is on). Tokens are written here on purpose: the log is the test's evidence of what
-/// the mock received, in a 0600 file.
+/// the mock received, in a 0600 file. Never an access token or an assertion.
+///
+/// Every line carries `ts` (wall clock, ms since the epoch), `mono_ms` (CLOCK_MONOTONIC, ms) and
+/// `provider` (`apns` or `fcm`), so a test can tell from the log when each provider was sent to:
+/// APNs lines: `{"ts":…,"mono_ms":…,"provider":"apns","worker":0,"method":"POST","token":"…","status":200,"apns_id":"…"[,"reason":"…"]}`
+/// FCM lines: `{"ts":…,"mono_ms":…,"provider":"fcm","worker":0,"method":"POST","path":"/v1/projects/p/messages:send","token":"…","status":200[,"error":"UNREGISTERED"]}`
+/// (token-endpoint calls have `"path":"/token"` and no `token`).
 public final class MockRequestLog: Sendable {
     private let file: Mutex<OutputFile>
 
@@ -14,11 +20,28 @@ public final class MockRequestLog: Sendable {
 
     func record(worker: Int, request: HTTP2ServerRequest, answer: MockAPNsAnswer, apnsID: String) {
         let token = request.path.hasPrefix("/3/device/") ? String(request.path.dropFirst(10)) : ""
-        var line = "{\"ts\":\(Int64(Reactor.wallClockSeconds() * 1000)),\"worker\":\(worker),\"method\":\"\(request.method)\","
+        var line = Self.linePrefix(provider: "apns", worker: worker, method: request.method)
         line += "\"token\":\"\(Self.escaped(token))\",\"status\":\(answer.status),\"apns_id\":\"\(Self.escaped(apnsID))\""
         if let reason = answer.reason { line += ",\"reason\":\"\(reason)\"" }
         line += "}\n"
         file.withLock { try? $0.append(line) }
+    }
+
+    /// One FCM request: `token` is the message's target (nil for the token endpoint), `error` the
+    /// FcmError code or canonical status of a refusal.
+    func recordFCM(worker: Int, request: HTTP2ServerRequest, token: String?, status: Int, error: String?) {
+        var line = Self.linePrefix(provider: "fcm", worker: worker, method: request.method)
+        line += "\"path\":\"\(Self.escaped(String(request.path.prefix(256))))\""
+        if let token { line += ",\"token\":\"\(Self.escaped(token))\"" }
+        line += ",\"status\":\(status)"
+        if let error { line += ",\"error\":\"\(Self.escaped(error))\"" }
+        line += "}\n"
+        file.withLock { try? $0.append(line) }
+    }
+
+    private static func linePrefix(provider: String, worker: Int, method: String) -> String {
+        "{\"ts\":\(Int64(Reactor.wallClockSeconds() * 1000)),\"mono_ms\":\(Reactor.nowNanoseconds() / 1_000_000),"
+            + "\"provider\":\"\(provider)\",\"worker\":\(worker),\"method\":\"\(escaped(method))\","
     }
 
     public func flush() {

@@ -1,5 +1,6 @@
 import Foundation
 import PushcastCore
+import PushcastFCM
 import PushcastReactor
 import PushcastTransport
 import PushcastWire
@@ -22,6 +23,9 @@ public struct MockServerConfiguration: Sendable {
     public var behavior = MockBehavior()
     /// `--log FILE`: an NDJSON line per request.
     public var logPath: String? = nil
+    /// `--fcm`: an FCM listener (token endpoint and sends) on a second port, with `workers`
+    /// threads of its own.
+    public var fcm: MockFCMConfiguration? = nil
 
     public init(certificate: MockCertificate) { self.certificate = certificate }
 }
@@ -30,9 +34,12 @@ public struct MockServerError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// The mock server: `workers` threads, each with its own reactor, sharing one port.
+/// The mock server: `workers` threads, each with its own reactor, sharing one port; with FCM,
+/// as many again sharing a second port.
 public final class MockServer: @unchecked Sendable {
     public let port: UInt16
+    /// The FCM listener, when configured.
+    public let fcm: MockFCMEndpoint?
     /// PEM of the CA that signed the server certificate, when the mock made it.
     public let authorityCertificatePEM: String?
     public let board: MockStatisticsBoard
@@ -73,33 +80,73 @@ public final class MockServer: @unchecked Sendable {
         }
         authorityCertificatePEM = authorityPEM
         let workers = max(1, configuration.workers)
-        board = MockStatisticsBoard(workers: workers)
+        board = MockStatisticsBoard(workers: configuration.fcm == nil ? workers : 2 * workers)
         do {
             log = try configuration.logPath.map { path throws(ReactorError) in try MockRequestLog(path: path) }
         } catch {
             throw MockServerError(description: error.description)
         }
+        // A given service account is read before anything listens, so a bad file fails fast.
+        var fcmAccount: FCMServiceAccount? = nil
+        if let fcmConfiguration = configuration.fcm, case .serviceAccount(let path) = fcmConfiguration.credentials {
+            do { fcmAccount = try FCMServiceAccount.load(path: path) } catch { throw MockServerError(description: error.description) }
+        }
         let shared = MockSharedState()
         let limiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
         let streamsMax = configuration.limits.streamsPerConnectionMax
+        let (board, log, behavior) = (board, log, configuration.behavior)
 
-        // Worker 0 binds first (port 0 becomes a real port); the others share that port.
-        let ready = ReadyLatch()
-        var boundPort: UInt16 = 0
-        var boundBackend = IOBackendKind.uring
-        var serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: tls,
+        let serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: tls,
                                                       limits: configuration.limits, reactor: configuration.reactor)
-        for index in 0..<workers {
-            let snapshot = serverConfiguration
-            let (board, stop, failures, behavior, log) = (board, stopSignal, failures, configuration.behavior, log)
-            threads.start(name: "mock-\(index)") {
+        let workerGroup = (threads, stopSignal, failures)
+        let (apnsPort, apnsBackend) = try Self.startWorkers(count: workers, name: "mock", configuration: serverConfiguration, group: workerGroup) { index in
+            MockResponder(behavior: behavior, board: board, workerIndex: index, shared: shared, rateLimiter: limiter, log: log,
+                          streamsMax: streamsMax)
+        }
+        port = apnsPort
+        backendKind = apnsBackend
+        guard let fcmConfiguration = configuration.fcm else {
+            fcm = nil
+            return
+        }
+        // FCM: its own port, stream limit, body limit, rate-limit bucket and responders.
+        let fcmShared = MockFCMShared(configuration: fcmConfiguration, failOnce: shared)
+        let fcmLimiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
+        var fcmLimits = configuration.limits
+        fcmLimits.streamsPerConnectionMax = fcmConfiguration.streamsPerConnectionMax
+        fcmLimits.requestBodyBytesMax = max(fcmLimits.requestBodyBytesMax, MockFCMConfiguration.requestBodyBytesMax)
+        let fcmServerConfiguration = ServerConfiguration(host: configuration.host, port: fcmConfiguration.port, tls: tls,
+                                                         limits: fcmLimits, reactor: configuration.reactor)
+        do {
+            let (fcmPort, _) = try Self.startWorkers(count: workers, name: "mock-fcm", configuration: fcmServerConfiguration, group: workerGroup) { index in
+                MockFCMResponder(shared: fcmShared, behavior: behavior, board: board, slot: workers + index, workerIndex: index,
+                                 rateLimiter: fcmLimiter, log: log)
+            }
+            let (endpoint, setup) = try Self.fcmSetup(fcmConfiguration, account: fcmAccount, host: configuration.host, port: fcmPort)
+            fcmShared.install(setup)
+            fcm = endpoint
+        } catch {
+            stopSignal.stop()
+            threads.join()
+            throw error
+        }
+    }
+
+    /// Starts `count` workers on one port: the first binds (port 0 becomes a real port), the others
+    /// share it. Returns the port and the I/O backend the first one got.
+    private static func startWorkers(count: Int, name: String, configuration: ServerConfiguration,
+                                     group: (WorkerThreads, ServerStopSignal, FailureList),
+                                     makeResponder: @escaping @Sendable (Int) -> ServerResponder) throws(MockServerError) -> (UInt16, IOBackendKind) {
+        let (threads, stopSignal, failures) = group
+        let ready = ReadyLatch()
+        var configuration = configuration
+        var bound: (UInt16, IOBackendKind)? = nil
+        for index in 0..<count {
+            let (snapshot, stop, failures) = (configuration, stopSignal, failures)
+            threads.start(name: "\(name)-\(index)") {
                 let worker: ServerWorker
                 do throws(TransportError) {
-                    worker = try ServerWorker(configuration: snapshot,
-                                              responder: MockResponder(behavior: behavior, board: board, workerIndex: index,
-                                                                       shared: shared, rateLimiter: limiter, log: log,
-                                                                       streamsMax: streamsMax),
-                                              stop: stop, workerIndex: index)
+                    worker = try ServerWorker(configuration: snapshot, responder: makeResponder(index), stop: stop, workerIndex: index)
                 } catch {
                     failures.add(error.description)
                     ready.signal(port: nil, backend: nil)
@@ -115,13 +162,55 @@ public final class MockServer: @unchecked Sendable {
                 throw MockServerError(description: failures.all().joined(separator: "; "))
             }
             if index == 0 {
-                serverConfiguration.port = port
-                boundPort = port
-                boundBackend = backend
+                configuration.port = port
+                bound = (port, backend)
             }
         }
-        port = boundPort
-        backendKind = boundBackend
+        return bound!
+    }
+
+    /// The FCM endpoint and setup once the port is known: a generated service account is written
+    /// now, with the token URI in it; a given one lends its key's public half and token_uri.
+    private static func fcmSetup(_ configuration: MockFCMConfiguration, account: FCMServiceAccount?, host: String,
+                                 port: UInt16) throws(MockServerError) -> (MockFCMEndpoint, MockFCMSetup) {
+        let endpoint = "https://\(advertisedHost(host)):\(port)"
+        let tokenURI = endpoint + "/token"
+        do {
+            let projectID: String, credentialsPath: String, issuer: String, publicKey: RS256PublicKey
+            var audiences = [tokenURI]
+            switch configuration.credentials {
+            case .generated(let directory):
+                projectID = configuration.projectID ?? "pushcast-demo"
+                issuer = configuration.clientEmail
+                let generated = try FCMServiceAccountGenerator.generate(projectID: projectID, clientEmail: issuer, tokenURI: tokenURI)
+                credentialsPath = directory + "/fcm-service-account.json"
+                try writeSecret(String(decoding: generated.serviceAccountJSON, as: UTF8.self), to: credentialsPath)
+                publicKey = try RS256PublicKey(pem: generated.publicKeyPEM, source: credentialsPath)
+            case .serviceAccount(let path):
+                guard let account else { throw FCMCredentialError("the FCM service account \(path) was not read") }
+                projectID = configuration.projectID ?? account.projectID
+                issuer = account.clientEmail
+                credentialsPath = path
+                publicKey = try RS256Signer(account: account).publicKey()
+                if account.tokenURI != tokenURI { audiences.append(account.tokenURI) }
+            }
+            let verifiers = audiences.map { OAuthAssertionVerifier(publicKey: publicKey, issuer: issuer, audience: $0) }
+            let setup = MockFCMSetup(projectID: projectID, sendPath: FCMProvider.sendPath(project: projectID), verifiers: verifiers)
+            let announced = MockFCMEndpoint(port: port, endpoint: endpoint, tokenURI: tokenURI, credentialsPath: credentialsPath, projectID: projectID)
+            return (announced, setup)
+        } catch let error as MockServerError {
+            throw error
+        } catch {
+            throw MockServerError(description: "mock FCM credentials: \(error)")
+        }
+    }
+
+    /// The address clients use: loopback for a wildcard listener, brackets around IPv6.
+    static func advertisedHost(_ host: String) -> String {
+        switch host {
+        case "0.0.0.0", "::", "": return "127.0.0.1"
+        default: return host.contains(":") ? "[\(host)]" : host
+        }
     }
 
     /// Stops every worker and waits for them; returns the final counters.

@@ -19,6 +19,8 @@ public struct MockStatistics: Sendable, Equatable {
     public var streamsOpenMax = 0
     public var streamsOpenMaxSumOverConnections = 0
     public var streamsOpenMaxPerConnection: [Int] = []
+    /// The FCM listener's counters (`mock --fcm`); the fields above count the APNs listener only.
+    public var fcm = MockFCMStatistics()
 
     public init() {}
 
@@ -32,6 +34,7 @@ public struct MockStatistics: Sendable, Equatable {
         streamsOpenMax = max(streamsOpenMax, other.streamsOpenMax)
         streamsOpenMaxSumOverConnections += other.streamsOpenMaxSumOverConnections
         streamsOpenMaxPerConnection += other.streamsOpenMaxPerConnection
+        fcm.merge(other.fcm)
     }
 
     /// One JSON object, hand-written (no Foundation serialisation).
@@ -41,7 +44,49 @@ public struct MockStatistics: Sendable, Equatable {
         return "{\"requests\":\(requests),\"delivered\":\(delivered),\"status\":{\(statuses)},\"connections_accepted\":\(connectionsAccepted),"
             + "\"connections_open\":\(connectionsOpen),\"goaways_sent\":\(goAwaysSent),"
             + "\"max_concurrent_streams\":\(streamsOpenMax),"
-            + "\"max_concurrent_streams_per_connection\":[\(perConnection)]}"
+            + "\"max_concurrent_streams_per_connection\":[\(perConnection)]"
+            + (fcm.listening ? ",\"fcm\":" + fcm.json : "") + "}"
+    }
+}
+
+/// Counters of the FCM listener. Send requests, token-endpoint calls and `GET /stats` are
+/// counted apart: `requests` and `status` are the sends (and unknown paths) only.
+public struct MockFCMStatistics: Sendable, Equatable {
+    /// True once an FCM worker runs, so the report shows the block even before any traffic.
+    public var listening = false
+    public var requests = 0
+    /// Sends answered 200.
+    public var delivered = 0
+    public var statusCounts: [Int: Int] = [:]
+    /// `POST /token` calls, and how many of them got an access token.
+    public var tokenRequests = 0
+    public var tokensIssued = 0
+    public var connectionsAccepted = 0
+    public var connectionsOpen = 0
+    public var goAwaysSent = 0
+    /// The most streams seen open at once on any one FCM connection.
+    public var streamsOpenMax = 0
+
+    public init() {}
+
+    public mutating func merge(_ other: MockFCMStatistics) {
+        listening = listening || other.listening
+        requests += other.requests
+        delivered += other.delivered
+        for (k, v) in other.statusCounts { statusCounts[k, default: 0] += v }
+        tokenRequests += other.tokenRequests
+        tokensIssued += other.tokensIssued
+        connectionsAccepted += other.connectionsAccepted
+        connectionsOpen += other.connectionsOpen
+        goAwaysSent += other.goAwaysSent
+        streamsOpenMax = max(streamsOpenMax, other.streamsOpenMax)
+    }
+
+    public var json: String {
+        let statuses = statusCounts.keys.sorted().map { "\"\($0)\":\(statusCounts[$0]!)" }.joined(separator: ",")
+        return "{\"requests\":\(requests),\"delivered\":\(delivered),\"status\":{\(statuses)},\"token_requests\":\(tokenRequests),"
+            + "\"tokens_issued\":\(tokensIssued),\"connections_accepted\":\(connectionsAccepted),\"connections_open\":\(connectionsOpen),"
+            + "\"goaways_sent\":\(goAwaysSent),\"max_concurrent_streams\":\(streamsOpenMax)}"
     }
 }
 

@@ -24,13 +24,26 @@ enum MockCommand {
             .value("streams-after-reject", metavar: "N", help: "after a rejected request, lower the connection's max streams to N until the next accepted one (APNs does this with 1)"),
             .value("error-rate", metavar: "STATUS:P", help: "answer STATUS (429, 500 or 503) to a fraction P of good requests, e.g. 503:0.01"),
             .value("rate-limit", metavar: "N", help: "accept at most N requests per second in all; answer the rest 429"),
-            .value("auth", metavar: "token|none", help: "token: verify the ES256 provider token and every APNs header, as APNs does; none: answer any POST (for h2load)",
+            .value("auth", metavar: "token|none", help: "token: verify the ES256 provider token and every APNs header, as APNs does, and FCM bearer tokens; none: answer any POST (for h2load), and FCM sends without a bearer",
                    defaultDescription: "token"),
             .value("apns-public-key", metavar: "FILE", help: "public key (PEM) that provider tokens must verify against"),
             .value("apns-key-id", metavar: "KID", help: "expected key ID (kid)"),
             .value("apns-team-id", metavar: "TEAM", help: "expected team ID (iss)"),
             .value("write-apns-key", metavar: "DIR", help: "without --apns-public-key: write the generated key pair here (apns-key.p8, apns-key.pub.pem); the second stdout line names them"),
-            .value("log", metavar: "FILE", help: "write one NDJSON line per request (0600)"),
+            .flag("fcm", help: "also serve FCM HTTP v1 on a second port: the OAuth2 token endpoint (POST /token) and POST /v1/projects/{project}/messages:send. "
+                  + "Tokens starting dead answer 404 UNREGISTERED, bad0 400 INVALID_ARGUMENT, mism 403 SENDER_ID_MISMATCH, "
+                  + "5030 503 once, 4290 429 with retry-after once. Any --fcm-* option implies it. A stdout line after the APNs lines names it: "
+                  + "FCM_ENDPOINT=https://127.0.0.1:PORT FCM_CREDENTIALS=/path/fcm-service-account.json FCM_TOKEN_URI=https://127.0.0.1:PORT/token"),
+            .value("fcm-port", metavar: "N", help: "FCM port; 0 picks a free one", defaultDescription: "0"),
+            .value("fcm-max-streams", metavar: "N", help: "SETTINGS_MAX_CONCURRENT_STREAMS on FCM connections", defaultDescription: "100"),
+            .value("fcm-service-account", metavar: "FILE", help: "verify OAuth2 assertions against this service account's key (its public half); without it a service account is generated"),
+            .value("fcm-project", metavar: "ID", help: "project that sends must name", defaultDescription: "the service account's, or pushcast-demo"),
+            .value("write-fcm-credentials", metavar: "DIR", help: "without --fcm-service-account: write the generated service account here as fcm-service-account.json (0600)",
+                   defaultDescription: "a new temporary directory"),
+            .value("fcm-token-ttl", metavar: "SECONDS", help: "lifetime (expires_in) of issued access tokens; an older bearer gets 401 UNAUTHENTICATED", defaultDescription: "3600"),
+            .value("fcm-retry-after", metavar: "SECONDS", help: "retry-after of 429 QUOTA_EXCEEDED answers (tokens starting 4290, --rate-limit, --error-rate 429:P)",
+                   defaultDescription: "1"),
+            .value("log", metavar: "FILE", help: "write one NDJSON line per request (0600), with ts (wall ms), mono_ms, provider (apns|fcm), token and status"),
             .value("duration", metavar: "TIME", help: "stop by itself after this long (e.g. 30s)"),
             CommonOptions.io,
         ])
@@ -77,6 +90,9 @@ enum MockCommand {
             configuration.behavior.authentication = .token(verifier)
             keyAnnouncement = announcement
         }
+        var checksCredentials = false
+        if case .token = configuration.behavior.authentication { checksCredentials = true }
+        configuration.fcm = try makeFCMConfiguration(parsed, requiresBearer: checksCredentials)
         let duration = try parsed.duration("duration")
 
         // Block SIGINT/SIGTERM before any thread starts, so every worker inherits the mask and the
@@ -97,7 +113,9 @@ enum MockCommand {
         }
         Console.out("PORT=\(server.port)")
         if let keyAnnouncement { Console.out(keyAnnouncement) }
+        if let fcm = server.fcm { Console.out(fcm.announcement) }
         Console.error("pushcast mock: listening on \(configuration.host):\(server.port) with \(configuration.workers) worker(s), io=\(server.backendKind.rawValue)")
+        if let fcm = server.fcm { Console.error("pushcast mock: FCM (project \(fcm.projectID)) on \(configuration.host):\(fcm.port)") }
 
         if let duration {
             let components = duration.components
@@ -110,6 +128,35 @@ enum MockCommand {
         Console.out(statistics.json)
         for failure in server.workerFailures { Console.error("pushcast mock: \(failure)") }
         return server.workerFailures.isEmpty ? .success : .stopped
+    }
+
+    /// The FCM listener's settings, when `--fcm` or any `--fcm-*` option asks for one.
+    static func makeFCMConfiguration(_ parsed: ParsedArguments, requiresBearer: Bool) throws -> MockFCMConfiguration? {
+        let options = ["fcm-port", "fcm-max-streams", "fcm-service-account", "fcm-project", "write-fcm-credentials", "fcm-token-ttl", "fcm-retry-after"]
+        guard parsed.flag("fcm") || options.contains(where: { parsed.contains($0) }) else { return nil }
+        let credentials: MockFCMCredentials
+        if let path = parsed.value("fcm-service-account") {
+            if parsed.contains("write-fcm-credentials") {
+                throw parsed.error("--write-fcm-credentials writes a generated service account; drop it with --fcm-service-account")
+            }
+            credentials = .serviceAccount(path: path)
+        } else {
+            credentials = .generated(directory: try parsed.value("write-fcm-credentials") ?? CommonOptions.makeTemporaryDirectory(prefix: "pushcast-mock-fcm"))
+        }
+        var fcm = MockFCMConfiguration(credentials: credentials)
+        fcm.port = UInt16(try parsed.int("fcm-port", default: 0, range: 0...65535))
+        fcm.streamsPerConnectionMax = try parsed.int("fcm-max-streams", default: 100, range: 1...100_000)
+        if let project = parsed.value("fcm-project") {
+            guard !project.isEmpty, project.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":")
+                    || (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0) }) else {
+                throw parsed.error("--fcm-project must be a Google project ID: letters, digits, '-', '.' or ':'")
+            }
+            fcm.projectID = project
+        }
+        fcm.tokenTTLSeconds = try parsed.int("fcm-token-ttl", default: 3600, range: 1...86_400)
+        fcm.retryAfterSeconds = try parsed.int("fcm-retry-after", default: 1, range: 0...86_400)
+        fcm.requiresBearer = requiresBearer
+        return fcm
     }
 
     /// The verifier for provider tokens: from the given public key, or from a key pair made now
