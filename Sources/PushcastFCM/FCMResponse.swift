@@ -1,0 +1,480 @@
+// FCM answers as values (design.md 2.9): the Google error envelope reader, the error table
+// (protocol-facts §2.3-§2.5) and the verdict each response leads to. Like the APNs table it is
+// open-ended: an unknown errorCode is kept (bounded) and classified by its HTTP status, never a
+// crash. Bodies are read defensively: a 502 HTML page, a truncated or hostile JSON body, or one
+// cut at `Limits.responseBodyBytesMax` yields whatever it said before the damage.
+
+import PushcastWire
+
+/// What the sender does with one FCM response.
+public enum FCMVerdict: Sendable, Equatable {
+    /// 2xx: accepted. `name` is `projects/{project}/messages/{id}` when the body carried it.
+    case delivered(name: String?)
+    /// The token is dead for this project (UNREGISTERED, SENDER_ID_MISMATCH, or INVALID_ARGUMENT
+    /// about the registration token): record it in the prune file; never retry.
+    case prune(reason: String)
+    /// Refused for a reason retrying will not fix (other INVALID_ARGUMENT, other 4xx).
+    case fail(reason: String)
+    /// 429 (`throttle`: slow the whole provider down, then retry) and 5xx (retry this message
+    /// with backoff). `retryAfterSeconds` is the Retry-After header when it was usable.
+    case retry(reason: String, retryAfterSeconds: Double?, throttle: Bool)
+    /// 401 UNAUTHENTICATED: the OAuth2 access token expired or was rejected; get a new one and
+    /// resend. The engine must bound this (a credential that keeps failing is a stopRun).
+    case refreshTokenAndRetry
+    /// A configuration error that will fail every row (THIRD_PARTY_AUTH_ERROR, APNS_AUTH_ERROR,
+    /// 403 PERMISSION_DENIED): stop the run with exit 2.
+    case stopRun(reason: String)
+}
+
+/// The parts of a Google API error envelope that the table needs (§2.3):
+/// `{"error":{"code":400,"message":"…","status":"INVALID_ARGUMENT","details":[{"@type":
+/// "type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"…"},{"@type":
+/// "type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token",…}]}]}}`.
+public struct FCMErrorBody: Sendable, Equatable {
+    /// The `errorCode` of the `FcmError` detail.
+    public var errorCode: String?
+    /// The canonical status (`error.status`, e.g. `NOT_FOUND`).
+    public var status: String?
+    /// `error.message`: at most `messageBytesMax` bytes, control characters turned into spaces.
+    public var message: String?
+    /// The `field` of each BadRequest field violation (at most `fieldViolationsKeptMax`).
+    public var fieldViolations: [String]
+
+    public static let messageBytesMax = 200
+    public static let fieldViolationsKeptMax = 8
+    /// Identifiers (errorCode, status) longer than this, or with bytes outside `[A-Za-z0-9_.]`,
+    /// are dropped as hostile.
+    public static let identifierBytesMax = 64
+
+    public init(errorCode: String? = nil, status: String? = nil, message: String? = nil, fieldViolations: [String] = []) {
+        self.errorCode = errorCode
+        self.status = status
+        self.message = message
+        self.fieldViolations = fieldViolations
+    }
+
+    public static func parse(_ body: [UInt8]) -> FCMErrorBody {
+        body.withUnsafeBufferPointer { parse($0) }
+    }
+
+    public static func parse(_ body: UnsafeBufferPointer<UInt8>) -> FCMErrorBody {
+        var result = FCMErrorBody()
+        let reader = LenientJSONReader(body)
+        guard let root = reader.rootObject(), let error = reader.member("error", ofObjectAt: root) else { return result }
+        for member in reader.members(ofObjectAt: error.lowerBound) {
+            switch member.key {
+            case "status" where result.status == nil:
+                result.status = identifier(reader, member.value)
+            case "message" where result.message == nil:
+                result.message = reader.string(member.value, bytesMax: messageBytesMax)
+            case "details":
+                for detail in reader.elements(ofArrayAt: member.value.lowerBound) {
+                    result.readDetail(reader, detail)
+                }
+            default:
+                continue
+            }
+        }
+        return result
+    }
+
+    private mutating func readDetail(_ reader: LenientJSONReader, _ detail: Range<Int>) {
+        let members = reader.members(ofObjectAt: detail.lowerBound)
+        guard let type = members.first(where: { $0.key == "@type" }).flatMap({ reader.string($0.value, bytesMax: 128) }) else { return }
+        if type.hasSuffix("google.firebase.fcm.v1.FcmError") {
+            if errorCode == nil, let code = members.first(where: { $0.key == "errorCode" }) {
+                errorCode = Self.identifier(reader, code.value)
+            }
+        } else if type.hasSuffix("google.rpc.BadRequest"), let violations = members.first(where: { $0.key == "fieldViolations" }) {
+            for violation in reader.elements(ofArrayAt: violations.value.lowerBound) where fieldViolations.count < Self.fieldViolationsKeptMax {
+                if let field = reader.member("field", ofObjectAt: violation.lowerBound).flatMap({ reader.string($0, bytesMax: 128) }) {
+                    fieldViolations.append(field)
+                }
+            }
+        }
+    }
+
+    private static func identifier(_ reader: LenientJSONReader, _ range: Range<Int>) -> String? {
+        guard let text = reader.string(range, bytesMax: identifierBytesMax + 1), !text.isEmpty, text.utf8.count <= identifierBytesMax,
+              text.utf8.allSatisfy(isIdentifierByte)
+        else { return nil }
+        return text
+    }
+
+    private static func isIdentifierByte(_ byte: UInt8) -> Bool {
+        LenientJSONReader.isWordByte(byte) || byte == UInt8(ascii: ".")
+    }
+
+    /// Whether the error is about the registration token (§2.4): a BadRequest violation on
+    /// `message.token` says so; violations that all name other fields say it is not (a payload
+    /// problem must never prune a live token); without violations, the message decides ("The
+    /// registration token is not a valid FCM registration token").
+    public var isAboutRegistrationToken: Bool {
+        if !fieldViolations.isEmpty {
+            return fieldViolations.contains { $0 == "message.token" || $0.hasPrefix("message.token.") }
+        }
+        guard let message else { return false }
+        return Self.containsIgnoringASCIICase(message, "registration token")
+    }
+
+    private static func containsIgnoringASCIICase(_ text: String, _ needle: StaticString) -> Bool {
+        let haystack = Array(text.utf8)
+        let count = needle.utf8CodeUnitCount
+        guard haystack.count >= count else { return false }
+        return (0...(haystack.count - count)).contains { start in
+            (0..<count).allSatisfy { haystack[start + $0] | 0x20 == needle.utf8Start[$0] | 0x20 }
+        }
+    }
+}
+
+/// The full reading of one response, for the results file.
+public struct FCMResponseSummary: Sendable, Equatable {
+    public let status: Int
+    public let verdict: FCMVerdict
+    /// The FcmError detail's `errorCode`, else the envelope's canonical `status`; nil on success
+    /// or when the body said neither (a 502 HTML page).
+    public let errorCode: String?
+    /// `error.message`, bounded (see `FCMErrorBody.messageBytesMax`).
+    public let message: String?
+    /// The Retry-After header in seconds (delta-seconds, or an HTTP-date when `nowEpochSeconds` was
+    /// given), capped at `FCMRetryAfter.secondsMax`; nil when absent or unusable.
+    public let retryAfterSeconds: Double?
+
+    /// `nowEpochSeconds` (an injected wall clock) lets an HTTP-date Retry-After count; without it
+    /// only delta-seconds do.
+    public init(status: Int, headers: [HTTP2Header], body: [UInt8], nowEpochSeconds: Int64? = nil) {
+        self.status = status
+        retryAfterSeconds = headers.first { $0.name == "retry-after" }.flatMap { FCMRetryAfter.seconds($0.value, nowEpochSeconds: nowEpochSeconds) }
+        if (200..<300).contains(status) {
+            errorCode = nil
+            message = nil
+            verdict = .delivered(name: FCMResponseSummary.messageName(body))
+            return
+        }
+        let parsed = FCMErrorBody.parse(body)
+        errorCode = parsed.errorCode ?? parsed.status
+        message = parsed.message
+        verdict = FCMResponseClassifier.verdict(status: status, body: parsed, retryAfterSeconds: retryAfterSeconds)
+    }
+
+    public init(response: HTTP2Response, nowEpochSeconds: Int64? = nil) {
+        self.init(status: response.status, headers: response.headers, body: response.body, nowEpochSeconds: nowEpochSeconds)
+    }
+
+    /// The longest message name kept.
+    public static let nameBytesMax = 256
+
+    /// `name` of a success body `{"name":"projects/p/messages/0:123"}`.
+    static func messageName(_ body: [UInt8]) -> String? {
+        body.withUnsafeBufferPointer { bytes in
+            let reader = LenientJSONReader(bytes)
+            guard let root = reader.rootObject(), let name = reader.member("name", ofObjectAt: root) else { return nil }
+            return reader.string(name, bytesMax: nameBytesMax)
+        }
+    }
+}
+
+/// The error table (§2.3, §2.4, §2.5). Decisions where the sources leave room:
+/// - The FcmError `errorCode` decides when present and known; otherwise the HTTP status does
+///   (the canonical `status` only names the reason).
+/// - INVALID_ARGUMENT prunes only when it is about the registration token
+///   (`FCMErrorBody.isAboutRegistrationToken`); otherwise it fails the row.
+/// - A 404 without UNREGISTERED fails the row rather than pruning it: a wrong project id also
+///   answers 404 NOT_FOUND, and pruning every token for it would be a disaster.
+/// - 401 refreshes the access token unless the errorCode is THIRD_PARTY_AUTH_ERROR (or the older
+///   APNS_AUTH_ERROR), which is the app's APNs/web-push credential in Firebase: stop the run.
+/// - Any 403 other than SENDER_ID_MISMATCH stops the run (PERMISSION_DENIED: the service account
+///   may not send for this project, so every row would fail).
+/// - Any 2xx is delivered; 429 is a provider-wide throttle; every 5xx retries.
+/// - UNSPECIFIED_ERROR and unknown codes fall back to the HTTP status.
+/// - The reason is the errorCode, else the canonical status, else `Status<code>` (as for APNs).
+public enum FCMResponseClassifier {
+    public static func verdict(status: Int, body: FCMErrorBody, retryAfterSeconds: Double?) -> FCMVerdict {
+        if (200..<300).contains(status) { return .delivered(name: nil) }
+        let reason = body.errorCode ?? body.status ?? "Status\(status)"
+        switch body.errorCode {
+        case "UNREGISTERED"?, "SENDER_ID_MISMATCH"?:
+            return .prune(reason: reason)
+        case "THIRD_PARTY_AUTH_ERROR"?, "APNS_AUTH_ERROR"?:
+            return .stopRun(reason: reason)
+        case "QUOTA_EXCEEDED"?:
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: true)
+        case "UNAVAILABLE"?, "INTERNAL"?:
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: false)
+        case "INVALID_ARGUMENT"?:
+            return body.isAboutRegistrationToken ? .prune(reason: reason) : .fail(reason: reason)
+        default:
+            break
+        }
+        switch status {
+        case 429:
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: true)
+        case 500...599:
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: false)
+        case 401:
+            return .refreshTokenAndRetry
+        case 403:
+            return .stopRun(reason: reason)
+        case 400 where body.errorCode == nil && body.status == "INVALID_ARGUMENT" && body.isAboutRegistrationToken:
+            return .prune(reason: reason)
+        default:
+            return .fail(reason: reason)
+        }
+    }
+}
+
+/// The Retry-After header (RFC 9110 §10.2.3): delta-seconds, or an IMF-fixdate HTTP-date
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`) when a wall clock is given. The obsolete RFC 850 and asctime
+/// date forms, negative or fractional numbers and junk are treated as absent.
+public enum FCMRetryAfter {
+    /// A longer wait is capped here: a hostile or mistaken header must not park a provider for
+    /// days. One day is far beyond what FCM asks for (minutes at most).
+    public static let secondsMax: Double = 86_400
+
+    public static func seconds(_ text: String, nowEpochSeconds: Int64?) -> Double? {
+        let bytes = Array(text.utf8)
+        var start = 0, end = bytes.count
+        while start < end && (bytes[start] == 0x20 || bytes[start] == 0x09) { start += 1 }
+        while end > start && (bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09) { end -= 1 }
+        guard start < end else { return nil }
+        let field = bytes[start..<end]
+        if field.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            // More than 9 digits is beyond the cap anyway; do not overflow on 40 of them.
+            guard field.count <= 9 else { return secondsMax }
+            let value = field.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            return min(Double(value), secondsMax)
+        }
+        guard let nowEpochSeconds, let date = epochSeconds(httpDate: Array(field)) else { return nil }
+        return min(Double(max(0, date - nowEpochSeconds)), secondsMax)
+    }
+
+    /// Seconds since the Unix epoch of an IMF-fixdate, or nil.
+    static func epochSeconds(httpDate bytes: [UInt8]) -> Int64? {
+        // "Sun, 06 Nov 1994 08:49:37 GMT": fixed layout, 29 bytes.
+        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+              bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
+              Array(bytes[26..<29]) == Array("GMT".utf8)
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int64? {
+            var value: Int64 = 0
+            for byte in bytes[range] {
+                guard byte >= 0x30 && byte <= 0x39 else { return nil }
+                value = value * 10 + Int64(byte - 0x30)
+            }
+            return value
+        }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let monthIndex = months.firstIndex(of: String(decoding: bytes[8..<11], as: UTF8.self)),
+              let day = number(5..<7), let year = number(12..<16), let hour = number(17..<19),
+              let minute = number(20..<22), let second = number(23..<25),
+              (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        return daysFromCivil(year: year, month: Int64(monthIndex + 1), day: day) * 86_400 + hour * 3600 + minute * 60 + second
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}
+
+// MARK: - A lenient JSON reader
+
+/// Reads the structure of JSON bytes without validating them in full: the members of an object,
+/// the elements of an array, a string value decoded and bounded. Built for two callers:
+/// response bodies that may be truncated or hostile (everything up to the first damage is
+/// returned, nothing traps, nesting and counts are bounded), and the message template's rule
+/// checks, which run on text already validated by `PayloadTemplate`. (PushcastAPNs' scanner is
+/// internal to that module; escaped strings are decoded by `GoogleJSON`.)
+struct LenientJSONReader {
+    /// As deep as PushcastAPNs' validating scanner allows, so a valid template always reads.
+    static let depthMax = 64
+    static let membersMax = 256
+    static let elementsMax = 64
+    static let keyBytesMax = 256
+
+    struct Member {
+        let key: String
+        /// The key's string token, quotes included.
+        let keyRange: Range<Int>
+        /// The value, from its first byte to one past its last.
+        let value: Range<Int>
+    }
+
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    func skipWhitespace(_ start: Int) -> Int {
+        var index = start
+        while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
+            index += 1
+        }
+        return index
+    }
+
+    /// The byte range of the first value in the text (leading whitespace skipped), if complete.
+    func firstValue() -> Range<Int>? {
+        let start = skipWhitespace(0)
+        guard let end = valueEnd(start) else { return nil }
+        return start..<end
+    }
+
+    /// Where the top-level object starts (leading whitespace skipped), complete or not.
+    func rootObject() -> Int? {
+        let start = skipWhitespace(0)
+        return start < bytes.count && bytes[start] == UInt8(ascii: "{") ? start : nil
+    }
+
+    /// One past the string token whose opening quote is at `start`, or nil when unterminated.
+    func stringEnd(_ start: Int) -> Int? {
+        guard start < bytes.count, bytes[start] == UInt8(ascii: "\"") else { return nil }
+        var index = start + 1
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""): return index + 1
+            case UInt8(ascii: "\\"): index += 2
+            default: index += 1
+            }
+        }
+        return nil
+    }
+
+    /// One past the value starting at `start`, or nil when it is malformed, cut short or nested
+    /// deeper than `depthMax`. Objects and arrays are skipped by counting brackets outside strings.
+    func valueEnd(_ start: Int) -> Int? {
+        guard start < bytes.count else { return nil }
+        switch bytes[start] {
+        case UInt8(ascii: "\""):
+            return stringEnd(start)
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            var depth = 0
+            var index = start
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: "\""):
+                    guard let end = stringEnd(index) else { return nil }
+                    index = end
+                    continue
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    if depth > Self.depthMax { return nil }
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if depth == 0 { return index + 1 }
+                default:
+                    break
+                }
+                index += 1
+            }
+            return nil
+        default:
+            // A number or literal: up to the next delimiter.
+            var index = start
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: ":"), UInt8(ascii: "{"), UInt8(ascii: "["),
+                     UInt8(ascii: "\""), 0x20, 0x09, 0x0A, 0x0D:
+                    return index > start ? index : nil
+                default:
+                    index += 1
+                }
+            }
+            return index > start ? index : nil
+        }
+    }
+
+    /// The members of the object whose `{` is at `start`, up to the first damage and at most
+    /// `limit`; empty when `start` is not an object. A member whose value is an object or array
+    /// cut short by the end of the text is kept, ending there (its own complete members can still
+    /// be read); a cut string, number or literal is not.
+    func members(ofObjectAt start: Int, limit: Int = membersMax) -> [Member] {
+        var members: [Member] = []
+        guard start < bytes.count, bytes[start] == UInt8(ascii: "{") else { return members }
+        var index = skipWhitespace(start + 1)
+        while index < bytes.count, bytes[index] == UInt8(ascii: "\""), members.count < limit {
+            guard let keyEnd = stringEnd(index) else { break }
+            let colon = skipWhitespace(keyEnd)
+            guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":") else { break }
+            let valueStart = skipWhitespace(colon + 1)
+            let end = valueEnd(valueStart) ?? (isContainer(valueStart) ? bytes.count : nil)
+            guard let valueEnd = end else { break }
+            members.append(Member(key: string(index..<keyEnd, bytesMax: Self.keyBytesMax) ?? "", keyRange: index..<keyEnd, value: valueStart..<valueEnd))
+            let next = skipWhitespace(valueEnd)
+            guard next < bytes.count, bytes[next] == UInt8(ascii: ",") else { break }
+            index = skipWhitespace(next + 1)
+        }
+        return members
+    }
+
+    /// The value of the first member named `key` of the object whose `{` is at `start`.
+    func member(_ key: String, ofObjectAt start: Int) -> Range<Int>? {
+        members(ofObjectAt: start).first { $0.key == key }?.value
+    }
+
+    private func isContainer(_ index: Int) -> Bool {
+        index < bytes.count && (bytes[index] == UInt8(ascii: "{") || bytes[index] == UInt8(ascii: "["))
+    }
+
+    /// The elements of the array whose `[` is at `start`, up to the first damage and at most
+    /// `elementsMax`; empty when `start` is not an array. A cut object or array is kept as for
+    /// `members`.
+    func elements(ofArrayAt start: Int) -> [Range<Int>] {
+        var elements: [Range<Int>] = []
+        guard start < bytes.count, bytes[start] == UInt8(ascii: "[") else { return elements }
+        var index = skipWhitespace(start + 1)
+        while index < bytes.count, bytes[index] != UInt8(ascii: "]"), elements.count < Self.elementsMax {
+            guard let end = valueEnd(index) ?? (isContainer(index) ? bytes.count : nil) else { break }
+            elements.append(index..<end)
+            let next = skipWhitespace(end)
+            guard next < bytes.count, bytes[next] == UInt8(ascii: ",") else { break }
+            index = skipWhitespace(next + 1)
+        }
+        return elements
+    }
+
+    /// The string token at `range` decoded, at most `bytesMax` UTF-8 bytes (cut on a scalar
+    /// boundary), with C0/C1 control characters turned into spaces and ill-formed UTF-8 into
+    /// U+FFFD; nil when `range` is not a string, or its escapes are invalid.
+    func string(_ range: Range<Int>, bytesMax: Int) -> String? {
+        guard range.count >= 2, bytes[range.lowerBound] == UInt8(ascii: "\""), bytes[range.upperBound - 1] == UInt8(ascii: "\"") else {
+            return nil
+        }
+        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
+        let decoded: String
+        if !bytes[content].contains(UInt8(ascii: "\\")) {
+            // No escapes (nearly every string FCM sends): the bytes are the text.
+            decoded = String(decoding: bytes[content.lowerBound..<min(content.upperBound, content.lowerBound + bytesMax + 4)], as: UTF8.self)
+        } else {
+            // Escapes: a string token is a JSON document of its own, so the module's strict
+            // reader decodes it (an unpaired surrogate or a bad escape makes it nil).
+            guard case .success(.string(let text)) = GoogleJSON.parse(UnsafeBufferPointer(rebasing: bytes[range])) else { return nil }
+            decoded = text
+        }
+        var result = String.UnicodeScalarView()
+        var used = 0
+        for scalar in decoded.unicodeScalars {
+            let kept: Unicode.Scalar = scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) ? " " : scalar
+            let width = UTF8.width(kept)
+            if used + width > bytesMax { break }
+            used += width
+            result.append(kept)
+        }
+        return String(result)
+    }
+
+    /// ASCII letters, digits and `_`: the bytes of identifiers and of plain JSON-path keys.
+    static func isWordByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"):
+            return true
+        default:
+            return false
+        }
+    }
+}

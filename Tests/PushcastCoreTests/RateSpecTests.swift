@@ -1,0 +1,86 @@
+import PushcastCore
+import XCTest
+
+final class RateSpecTests: XCTestCase {
+    private func assertRateError(_ text: String, _ expected: RateSpecError, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try RateSpec.parse(text), text, file: file, line: line) {
+            XCTAssertEqual($0 as? RateSpecError, expected, text, file: file, line: line)
+        }
+    }
+
+    func testProvidersAndUnits() throws {
+        XCTAssertEqual(try RateSpec.parse("apns=500/s,fcm=2000/s"), [.apns: 500, .fcm: 2000])
+        XCTAssertEqual(try RateSpec.parse("fcm=600000/min"), [.fcm: 10_000])
+        XCTAssertEqual(try RateSpec.parse("fcm=600000/m"), [.fcm: 10_000])
+        XCTAssertEqual(try RateSpec.parse("apns=36000/h"), [.apns: 10])
+        XCTAssertEqual(try RateSpec.parse("fcm=250"), [.fcm: 250])
+        XCTAssertEqual(try RateSpec.parse("fcm=2.5/s"), [.fcm: 2.5])
+        XCTAssertEqual(try RateSpec.parse("fcm=.5"), [.fcm: 0.5])
+        XCTAssertEqual(try RateSpec.parse("fcm=30/m"), [.fcm: 0.5])
+    }
+
+    func testSpacesCaseAndStrayCommasAreTolerated() throws {
+        XCTAssertEqual(try RateSpec.parse(" apns = 500 / s , FCM=1.5/s ,"), [.apns: 500, .fcm: 1.5])
+        XCTAssertEqual(try RateSpec.parse(",,fcm=1,"), [.fcm: 1])
+    }
+
+    func testErrorsQuoteTheBadPart() {
+        assertRateError("", .empty)
+        assertRateError(" , ", .empty)
+        assertRateError("500/s", .missingProvider(part: "500/s"))
+        assertRateError("apns=1,gcm=5/s", .unknownProvider(name: "gcm", part: "gcm=5/s"))
+        assertRateError("=5", .unknownProvider(name: "", part: "=5"))
+        assertRateError("fcm=1,fcm=2", .duplicateProvider(name: "fcm"))
+        assertRateError("fcm=0", .zero(part: "fcm=0"))
+        assertRateError("fcm=0.0/s", .zero(part: "fcm=0.0/s"))
+        assertRateError("fcm=-5/s", .negative(part: "fcm=-5/s"))
+        for bad in ["fcm=abc", "fcm=", "fcm=1e3", "fcm=inf", "fcm=nan", "fcm=1.2.3", "fcm=.", "fcm=+5", "fcm=5 0"] {
+            assertRateError(bad, .invalidNumber(part: bad))
+        }
+        assertRateError("fcm=5/d", .unknownUnit(unit: "d", part: "fcm=5/d"))
+        assertRateError("fcm=5/", .unknownUnit(unit: "", part: "fcm=5/"))
+        assertRateError("fcm=5/s/s", .unknownUnit(unit: "s/s", part: "fcm=5/s/s"))
+    }
+
+    func testErrorDescriptionsAreClear() {
+        XCTAssertEqual(RateSpecError.unknownProvider(name: "gcm", part: "gcm=5").description, "'gcm=5': unknown provider 'gcm' (known: apns, fcm)")
+        XCTAssertTrue(RateSpecError.invalidNumber(part: "fcm=x").description.hasPrefix("'fcm=x' is not a rate"))
+        XCTAssertTrue(RateSpecError.unknownUnit(unit: "d", part: "fcm=5/d").description.contains("unknown unit 'd'"))
+        XCTAssertTrue(RateSpecError.zero(part: "fcm=0").description.contains("'fcm=0'"))
+        XCTAssertTrue(RateSpecError.negative(part: "fcm=-1").description.contains("negative"))
+        XCTAssertTrue(RateSpecError.missingProvider(part: "500/s").description.contains("fcm=500/s"))
+    }
+
+    func testDurations() throws {
+        let cases: [(String, Double)] = [
+            ("10m", 600), ("30s", 30), ("250ms", 0.25), ("2h", 7200), ("1h30m", 5400), ("1m30s500ms", 90.5),
+            ("1h0m5s", 3605), ("90", 90), ("1.5", 1.5), ("1.5h", 5400), ("0", 0), ("0s", 0), (" 5s ", 5), ("1h1ms", 3600.001),
+        ]
+        for (text, seconds) in cases {
+            XCTAssertEqual(try DurationSpec.seconds(text), seconds, accuracy: 1e-9, text)
+        }
+    }
+
+    func testDurationErrors() {
+        let cases: [(String, String)] = [
+            ("", "it is empty"),
+            ("-5s", "it is negative"),
+            ("5x", "unknown unit 'x' (use h, m, s or ms)"),
+            ("5d", "unknown unit 'd' (use h, m, s or ms)"),
+            ("m", "expected a number at 'm'"),
+            ("1h30", "'30' needs a unit here"),
+            ("30m1h", "units must go from the largest down, each once ('h' after a smaller or equal one)"),
+            ("1m1m", "units must go from the largest down, each once ('m' after a smaller or equal one)"),
+            ("1.2.3s", "'1.2.3' is not a number"),
+            ("5 s", "'5' needs a unit here"),
+            ("1e3s", "unknown unit 'e' (use h, m, s or ms)"),
+            ("10M", "unknown unit 'M' (use h, m, s or ms)"),
+        ]
+        for (text, reason) in cases {
+            XCTAssertThrowsError(try DurationSpec.seconds(text), text) {
+                XCTAssertEqual($0 as? RateSpecError, .invalidDuration(text: text, reason: reason), text)
+            }
+        }
+        XCTAssertTrue(RateSpecError.invalidDuration(text: "5x", reason: "r").description.hasPrefix("'5x' is not a duration: r"))
+    }
+}
