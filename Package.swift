@@ -54,10 +54,10 @@ let package = Package(
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput"]),
         .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "COpenSSL"]),
         .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "COpenSSL"]),
-        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock"]),
+        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
-        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire"]),
+        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
     ]
 )

@@ -30,35 +30,156 @@ public struct CampaignOutput: Sendable {
     }
 }
 
-/// One campaign: the reader (this thread) prepares rows and writes outcomes; `workers` threads
-/// each run a ClientWorker with an APNsWorkload over their share of the connections.
-public final class CampaignRun {
-    private var reader: TokenFileReader
-    /// Opens the input again from its first row, for settling deferred possible duplicates
-    /// (`DuplicateDetection.filtered`); nil when the input cannot be read twice.
-    private let reopen: (() throws -> TokenFileReader)?
-    private var preparer: RowPreparer
-    private let settings: APNsSendSettings
-    private let client: ClientConfiguration
-    private let connections: Int
-    private let workers: Int
-    private let output: CampaignOutput
-    private let totalRows: Int?
-    private let log: (String) -> Void
+/// What a worker's send loop gets from the run.
+public struct WorkloadContext {
+    public let channel: NotificationChannel
+    public let outcomes: OutcomeChannel
+    public let gauge: WorkerGauge
+    public let clock: TurnClock
+    public let random: RandomSource
+    public let inFlightMax: Int
+}
 
-    public init(reader: TokenFileReader, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
-                connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?,
-                reopen: (() throws -> TokenFileReader)? = nil, log: @escaping (String) -> Void) {
-        self.reader = reader
-        self.reopen = reopen
-        self.preparer = preparer
-        self.settings = settings
+/// A send loop a campaign worker runs: a `ClientWorkload` that can hand over what it holds when
+/// its worker stops.
+public protocol CampaignWorkload: ClientWorkload {
+    func flush()
+}
+
+extension SendWorkload: CampaignWorkload {}
+
+/// One provider's share of a campaign: its connections, worker threads, and send loop. Each
+/// provider has its own lane (its own connections, rate limiter, retry queues and counters).
+public struct ProviderLane: Sendable {
+    public let provider: ProviderID
+    public let client: ClientConfiguration
+    public let connections: Int
+    public let workers: Int
+    public let makeWorkload: @Sendable (WorkloadContext) -> any CampaignWorkload
+
+    public init(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,
+                makeWorkload: @escaping @Sendable (WorkloadContext) -> any CampaignWorkload) {
+        self.provider = provider
         self.client = client
         self.connections = connections
         self.workers = max(1, min(workers, connections))
+        self.makeWorkload = makeWorkload
+    }
+
+    public static func apns(settings: APNsSendSettings, policy: SendPolicy, client: ClientConfiguration, connections: Int,
+                            workers: Int) -> ProviderLane {
+        ProviderLane(provider: .apns, client: client, connections: connections, workers: workers) { c in
+            SendWorkload(adapter: APNsAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax)
+        }
+    }
+
+    public static func fcm(settings: FCMSendSettings, policy: SendPolicy, client: ClientConfiguration, connections: Int,
+                           workers: Int) -> ProviderLane {
+        ProviderLane(provider: .fcm, client: client, connections: connections, workers: workers) { c in
+            SendWorkload(adapter: FCMAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax)
+        }
+    }
+}
+
+/// One read of the input: a reader and the preparer that turns its rows into notifications for
+/// some providers. A file feeds each provider through a reader of its own, so that a paused
+/// provider never holds up the others; stdin, read once, feeds them all through one.
+public struct CampaignFeed {
+    public var reader: TokenFileReader
+    public var preparer: RowPreparer
+    /// Opens the input again from its first row, for settling deferred possible duplicates
+    /// (`DuplicateDetection.filtered`); nil when the input cannot be read twice.
+    public let reopen: (() throws -> TokenFileReader)?
+
+    public init(reader: TokenFileReader, preparer: RowPreparer, reopen: (() throws -> TokenFileReader)?) {
+        self.reader = reader
+        self.preparer = preparer
+        self.reopen = reopen
+    }
+}
+
+/// The reader side of one lane: its channels and the batch being filled.
+final class LaneFeeder {
+    let provider: ProviderID
+    let channels: [NotificationChannel]
+    private var next = 0
+    private var batch: [PreparedNotification] = []
+    private var room = 0
+
+    init(provider: ProviderID, channels: [NotificationChannel]) {
+        self.provider = provider
+        self.channels = channels
+        batch.reserveCapacity(256)
+    }
+
+    /// Whether one more notification fits now. Waits for room for a sizeable batch: many tiny
+    /// batches cost more than they carry.
+    func canAccept() -> Bool {
+        if batch.count < room { return true }
+        flush()
+        for _ in 0..<channels.count {
+            let channel = channels[next]
+            let free = channel.room
+            if free >= min(64, channel.capacity) {
+                room = min(free, 256)
+                return true
+            }
+            next = (next + 1) % channels.count
+        }
+        return false
+    }
+
+    func add(_ notification: PreparedNotification) { batch.append(notification) }
+
+    func flush() {
+        if !batch.isEmpty {
+            channels[next].push(&batch)
+            next = (next + 1) % channels.count
+        }
+        room = 0
+    }
+
+    var isBlocked: Bool { batch.count >= room && channels.allSatisfy { $0.room < min(64, $0.capacity) } }
+
+    func close() {
+        flush()
+        for channel in channels { channel.close() }
+    }
+}
+
+/// One campaign: the reader (this thread) prepares rows and writes outcomes; each provider lane's
+/// threads run a ClientWorker with a SendWorkload over their share of its connections.
+public final class CampaignRun {
+    private var feeds: [CampaignFeed]
+    private let lanes: [ProviderLane]
+    private let output: CampaignOutput
+    private let totalRows: Int?
+    private let log: (String) -> Void
+    /// Called with the outcome channel before the workers start (a credential refresher's stop
+    /// signal goes there).
+    private let started: ((OutcomeChannel) -> Void)?
+
+    public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, totalRows: Int?,
+                started: ((OutcomeChannel) -> Void)? = nil, log: @escaping (String) -> Void) {
+        precondition(!feeds.isEmpty && !lanes.isEmpty)
+        self.feeds = feeds
+        self.lanes = lanes
         self.output = output
         self.totalRows = totalRows
+        self.started = started
         self.log = log
+    }
+
+    /// An APNs-only campaign from one reader.
+    public convenience init(reader: TokenFileReader, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
+                            connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?,
+                            reopen: (() throws -> TokenFileReader)? = nil, log: @escaping (String) -> Void) {
+        let lane = ProviderLane.apns(settings: settings, policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
+                                     client: client, connections: connections, workers: workers)
+        self.init(feeds: [CampaignFeed(reader: reader, preparer: preparer, reopen: reopen)], lanes: [lane], output: output,
+                  totalRows: totalRows, log: log)
     }
 
     public func run() throws(CampaignError) -> CampaignSummary {
@@ -76,52 +197,62 @@ public final class CampaignRun {
         summary.prunePath = output.prunePath
         let start = Reactor.nowNanoseconds()
 
-        // Channels sized from the in-flight budget of each worker.
         let outcomes = OutcomeChannel()
-        let streams = client.limits.streamsPerConnectionMax
-        var shares: [Int] = []
-        for index in 0..<workers { shares.append(connections / workers + (index < connections % workers ? 1 : 0)) }
-        let channels = shares.map { NotificationChannel(capacity: max(64, $0 * streams)) }
-        let gauges = shares.map { _ in WorkerGauge() }
-        let finishedWorkers = SharedCounter()
+        started?(outcomes)
         let threads = WorkerThreads()
-        let (settings, client) = (self.settings, self.client)
-        for index in 0..<workers {
-            let (channel, gauge, share) = (channels[index], gauges[index], shares[index])
-            threads.start(name: "send-\(index)") {
-                defer {
-                    finishedWorkers.value.add(1, ordering: .releasing)
-                    outcomes.nudge()
-                }
-                let clock = TurnClock(source: SystemMonotonicClock())
-                let workload = APNsWorkload(settings: settings, channel: channel, outcomes: outcomes, gauge: gauge, clock: clock,
-                                            random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index)),
-                                            inFlightMax: share * client.limits.streamsPerConnectionMax)
-                do throws(TransportError) {
-                    let worker = try ClientWorker(configuration: client, connectionCount: share, workload: workload, clock: clock)
-                    do { channel.attach(try worker.makeWaker()) } catch {
-                        outcomes.workerFailed("cannot make a waker: \(error)")
-                        return
+        let finishedWorkers = SharedCounter()
+        var feeders: [LaneFeeder] = []
+        var gaugesByLane: [[WorkerGauge]] = []
+        var workerCount = 0
+        for lane in lanes {
+            // Channels sized from the in-flight budget of each worker.
+            let streams = lane.client.limits.streamsPerConnectionMax
+            var shares: [Int] = []
+            for index in 0..<lane.workers { shares.append(lane.connections / lane.workers + (index < lane.connections % lane.workers ? 1 : 0)) }
+            let channels = shares.map { NotificationChannel(capacity: max(64, $0 * streams)) }
+            let gauges = shares.map { _ in WorkerGauge() }
+            feeders.append(LaneFeeder(provider: lane.provider, channels: channels))
+            gaugesByLane.append(gauges)
+            workerCount += lane.workers
+            for index in 0..<lane.workers {
+                let (channel, gauge, share) = (channels[index], gauges[index], shares[index])
+                threads.start(name: "\(lane.provider.rawValue)-\(index)") {
+                    defer {
+                        finishedWorkers.value.add(1, ordering: .releasing)
+                        outcomes.nudge()
                     }
-                    try worker.run()
-                } catch {
-                    outcomes.workerFailed(error.description)
-                    outcomes.stop(reason: error.description)
+                    let clock = TurnClock(source: SystemMonotonicClock())
+                    let workload = lane.makeWorkload(WorkloadContext(
+                        channel: channel, outcomes: outcomes, gauge: gauge, clock: clock,
+                        random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index)),
+                        inFlightMax: share * lane.client.limits.streamsPerConnectionMax))
+                    do throws(TransportError) {
+                        let worker = try ClientWorker(configuration: lane.client, connectionCount: share, workload: workload, clock: clock)
+                        do { channel.attach(try worker.makeWaker()) } catch {
+                            outcomes.workerFailed("cannot make a waker: \(error)")
+                            return
+                        }
+                        try worker.run()
+                    } catch {
+                        outcomes.workerFailed(error.description)
+                        outcomes.stop(reason: "\(lane.provider.rawValue): \(error.description)")
+                    }
+                    workload.flush()
                 }
-                workload.flush()
             }
         }
+        /// Each feed's lanes, by provider.
+        let feederOf: [ProviderID: LaneFeeder] = Dictionary(uniqueKeysWithValues: feeders.map { ($0.provider, $0) })
+        let feedLanes: [[LaneFeeder]] = feeds.map { feed in feed.preparer.sends.compactMap { feederOf[$0] } }
 
-        var batch: [PreparedNotification] = []
-        batch.reserveCapacity(256)
         var drained: [OutcomeRecord] = []
         var encoded: [UInt8] = []
         encoded.reserveCapacity(256 * 1024)
         var pruneEncoded: [UInt8] = []
+        var feedDone = Array(repeating: false, count: feeds.count)
+        var resolving = Array(repeating: false, count: feeds.count)
         var inputDone = false
-        var resolving = false
         var readError: String? = nil
-        var nextChannel = 0
         var lastProgress = start
         let progress = output.progress ? ProgressLine(total: totalRows, start: start) : nil
 
@@ -142,72 +273,71 @@ public final class CampaignRun {
             pruneEncoded.removeAll(keepingCapacity: true)
         }
 
+        /// Reads from one feed while its lanes take notifications; returns when they are full,
+        /// the budget is spent, or the feed ends.
+        func feedTurn(_ f: Int) {
+            var budget = 8192
+            let mine = feedLanes[f]
+            while budget > 0 && !feedDone[f] {
+                if !mine.allSatisfy({ $0.canAccept() }) { break }
+                budget -= 1
+                let record: InputRecord?
+                do { record = try feeds[f].reader.next() } catch {
+                    readError = "cannot read \(feeds[f].reader.fileName): \(error)"
+                    feedDone[f] = true
+                    break
+                }
+                guard let record else {
+                    if !resolving[f] && feeds[f].preparer.hasSuspects {
+                        // Second read: settle the rows deferred as possible duplicates.
+                        guard let reopen = feeds[f].reopen else { preconditionFailure("filtered duplicate detection needs a re-readable input") }
+                        do { feeds[f].reader = try reopen() } catch {
+                            readError = "cannot read \(feeds[f].reader.fileName) again: \(error)"
+                            feedDone[f] = true
+                            break
+                        }
+                        resolving[f] = true
+                        continue
+                    }
+                    feedDone[f] = true
+                    break
+                }
+                let prepared: PreparedRow?
+                if resolving[f] {
+                    prepared = feeds[f].preparer.resolve(record)
+                    if case .row(let view) = record, feeds[f].preparer.resolveFinished(after: view.row) { feedDone[f] = true }
+                } else {
+                    prepared = feeds[f].preparer.prepare(record)
+                }
+                switch prepared {
+                case .send(let notification)?: feederOf[notification.provider]!.add(notification)
+                case .finished(let outcome)?: write(outcome)
+                case .deferred?, .skipped?, nil: break
+                }
+            }
+            for lane in mine { lane.flush() }
+        }
+
         while true {
             // Feed the workers while they have room; rows that need no sending are written at once.
             if !inputDone && !outcomes.isStopped {
-                var budget = 8192
-                while budget > 0 && !inputDone {
-                    let channel = channels[nextChannel]
-                    var room = channel.room
-                    // Wait for room for a sizeable batch: many tiny batches cost more than they carry.
-                    guard room >= min(64, channel.capacity) else {
-                        nextChannel = (nextChannel + 1) % channels.count
-                        if channels.allSatisfy({ $0.room < min(64, $0.capacity) }) { break }
-                        continue
-                    }
-                    room = min(room, 256)
-                    while batch.count < room && budget > 0 {
-                        budget -= 1
-                        let record: InputRecord?
-                        do { record = try reader.next() } catch {
-                            readError = "cannot read \(reader.fileName): \(error)"
-                            inputDone = true
-                            break
-                        }
-                        guard let record else {
-                            if !resolving && preparer.hasSuspects {
-                                // Second read: settle the rows deferred as possible duplicates.
-                                guard let reopen else { preconditionFailure("filtered duplicate detection needs a re-readable input") }
-                                do { reader = try reopen() } catch {
-                                    readError = "cannot read \(reader.fileName) again: \(error)"
-                                    inputDone = true
-                                    break
-                                }
-                                resolving = true
-                                continue
-                            }
-                            inputDone = true
-                            break
-                        }
-                        let prepared: PreparedRow?
-                        if resolving {
-                            prepared = preparer.resolve(record)
-                            if case .row(let view) = record, preparer.resolveFinished(after: view.row) { inputDone = true }
-                        } else {
-                            prepared = preparer.prepare(record)
-                        }
-                        switch prepared {
-                        case .send(let notification)?: batch.append(notification)
-                        case .finished(let outcome)?: write(outcome)
-                        case .deferred?, nil: break
-                        }
-                        if inputDone { break }
-                    }
-                    channel.push(&batch)
-                    nextChannel = (nextChannel + 1) % channels.count
+                for f in feeds.indices where !feedDone[f] { feedTurn(f) }
+                if feedDone.allSatisfy({ $0 }) {
+                    inputDone = true
+                    for feeder in feeders { feeder.close() }
                 }
-                if inputDone { for channel in channels { channel.close() } }
             }
             if outcomes.isStopped && !inputDone {
                 inputDone = true
-                for channel in channels { channel.close() }
+                for feeder in feeders { feeder.close() }
             }
             if let readError {
                 outcomes.stop(reason: readError)
             }
 
-            let allFinished = finishedWorkers.value.load(ordering: .acquiring) == workers
-            outcomes.take(into: &drained, timeoutSeconds: inputDone || channels.allSatisfy({ $0.room < min(64, $0.capacity) }) ? 0.1 : 0)
+            let allFinished = finishedWorkers.value.load(ordering: .acquiring) == workerCount
+            let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
+            outcomes.take(into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
             for record in drained { write(record) }
             drained.removeAll(keepingCapacity: true)
             try flushEncoded()
@@ -215,9 +345,7 @@ public final class CampaignRun {
             let now = Reactor.nowNanoseconds()
             if let progress, now - lastProgress >= 250_000_000 {
                 lastProgress = now
-                let inFlight = gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) }
-                let retries = gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
-                log(progress.render(done: summary.rows, inFlight: inFlight, retries: retries, now: now))
+                log(progress.render(summary: summary, lanes: lanes.indices.map { figures(lanes[$0].provider, gaugesByLane[$0]) }, now: now))
             }
             if allFinished && inputDone {
                 outcomes.take(into: &drained, timeoutSeconds: 0)
@@ -233,10 +361,16 @@ public final class CampaignRun {
         } catch {
             throw .output(error.description)
         }
-        summary.retries = gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
+        summary.retries = gaugesByLane.joined().reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
+        for (index, lane) in lanes.enumerated() {
+            summary.retriesByProvider[lane.provider] = gaugesByLane[index].reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
+        }
         summary.wallSeconds = Double(Reactor.nowNanoseconds() - start) / 1e9
         summary.stoppedBecause = outcomes.reasonForStop
-        if let progress { log(progress.render(done: summary.rows, inFlight: 0, retries: summary.retries, now: Reactor.nowNanoseconds()) + "\n") }
+        if let progress {
+            log(progress.render(summary: summary, lanes: lanes.indices.map { figures(lanes[$0].provider, gaugesByLane[$0]) },
+                                now: Reactor.nowNanoseconds()) + "\n")
+        }
         if let path = output.summaryPath {
             do {
                 let file = try OutputFile(path: path)
@@ -248,14 +382,27 @@ public final class CampaignRun {
         }
         return summary
     }
+
+    private func figures(_ provider: ProviderID, _ gauges: [WorkerGauge]) -> ProgressLine.LaneFigures {
+        ProgressLine.LaneFigures(provider: provider,
+                                 inFlight: gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
+                                 retries: gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
+    }
 }
 
-/// The progress line on stderr: done/total, rate, ETA, in flight, retries.
+/// The progress line on stderr: done/total, rate, ETA, and per provider: done, in flight, retries.
 struct ProgressLine {
+    struct LaneFigures {
+        let provider: ProviderID
+        let inFlight: Int
+        let retries: Int
+    }
+
     let total: Int?
     let start: UInt64
 
-    func render(done: Int, inFlight: Int, retries: Int, now: UInt64) -> String {
+    func render(summary: CampaignSummary, lanes: [LaneFigures], now: UInt64) -> String {
+        let done = summary.rows
         let seconds = max(0.001, Double(now - start) / 1e9)
         let rate = Double(done) / seconds
         var line = "\r"
@@ -267,7 +414,11 @@ struct ProgressLine {
         } else {
             line += "\(done) rows"
         }
-        line += String(format: "  %.0f/s  in flight %d  retries %d   ", rate, inFlight, retries)
-        return line
+        line += String(format: "  %.0f/s", rate)
+        for lane in lanes {
+            let sent = summary.byProvider[lane.provider]?.rows ?? 0
+            line += "  \(lane.provider.rawValue) \(sent) done, \(lane.inFlight) in flight, \(lane.retries) retries"
+        }
+        return line + "   "
     }
 }

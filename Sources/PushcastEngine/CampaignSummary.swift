@@ -1,7 +1,26 @@
 import Foundation
 import PushcastCore
 
-/// The end-of-run figures: counts per outcome and reason, rate, latency, wall time.
+/// One provider's share of the end-of-run figures.
+public struct ProviderFigures: Sendable {
+    public var rows = 0
+    public var outcomes: [OutcomeKind: Int] = [:]
+    public var reasons: [String: Int] = [:]
+    public var latencyMicroseconds = LatencyHistogram()
+
+    mutating func record(_ r: OutcomeRecord) {
+        rows += 1
+        outcomes[r.outcome, default: 0] += 1
+        if let reason = r.reason { reasons[reason, default: 0] += 1 }
+        if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
+    }
+
+    /// Notifications the provider answered.
+    var answered: Int { (outcomes[.delivered] ?? 0) + (outcomes[.pruned] ?? 0) + (outcomes[.failed] ?? 0) }
+}
+
+/// The end-of-run figures: counts per outcome and reason, rate, latency, wall time; overall and
+/// per provider.
 public struct CampaignSummary: Sendable {
     public var rows = 0
     public var outcomes: [OutcomeKind: Int] = [:]
@@ -13,6 +32,10 @@ public struct CampaignSummary: Sendable {
     public var resultsPath = ""
     public var prunePath = ""
     public var pruned = 0
+    /// Rows by the provider they were meant for (rows with no provider, such as malformed ones,
+    /// are only in the totals).
+    public var byProvider: [ProviderID: ProviderFigures] = [:]
+    public var retriesByProvider: [ProviderID: Int] = [:]
 
     public init() {}
 
@@ -22,6 +45,7 @@ public struct CampaignSummary: Sendable {
         if let reason = r.reason { reasons[reason, default: 0] += 1 }
         if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
         if r.belongsInPruneFile { pruned += 1 }
+        if let provider = r.provider { byProvider[provider, default: ProviderFigures()].record(r) }
     }
 
     /// Notifications that got an answer from the provider per second of wall time.
@@ -49,6 +73,21 @@ public struct CampaignSummary: Sendable {
         lines.append(String(format: "rate: %.0f notifications/s   latency p50 %.1f ms, p99 %.1f ms   wall %.2f s   retries %d",
                             sentPerSecond, Double(l.value(atQuantile: 0.5)) / 1000, Double(l.value(atQuantile: 0.99)) / 1000,
                             wallSeconds, retries))
+        if byProvider.count > 1 || byProvider.keys.contains(.fcm) {
+            for provider in ProviderID.allCases {
+                guard let p = byProvider[provider] else { continue }
+                let lp = p.latencyMicroseconds
+                lines.append("  \(provider.rawValue): rows \(p.rows)  " + order.map { "\($0.rawValue) \(p.outcomes[$0] ?? 0)" }.joined(separator: "  ")
+                    + String(format: "   %.0f/s   p50 %.1f ms, p99 %.1f ms   retries %d",
+                             wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
+                             Double(lp.value(atQuantile: 0.5)) / 1000, Double(lp.value(atQuantile: 0.99)) / 1000,
+                             retriesByProvider[provider] ?? 0))
+                if !p.reasons.isEmpty {
+                    lines.append("    reasons: " + p.reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+                        .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+                }
+            }
+        }
         if let stoppedBecause { lines.append("stopped: \(stoppedBecause)") }
         return lines.joined(separator: "\n")
     }
@@ -75,6 +114,33 @@ public struct CampaignSummary: Sendable {
         out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f},\"wall_seconds\":%.3f",
                       sentPerSecond, Double(latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
                       Double(latencyMicroseconds.value(atQuantile: 0.99)) / 1000, wallSeconds).utf8
+        out += ",\"providers\":{".utf8
+        for (i, provider) in ProviderID.allCases.filter({ byProvider[$0] != nil }).enumerated() {
+            let p = byProvider[provider]!
+            if i > 0 { out.append(0x2C) }
+            out += "\"\(provider.rawValue)\":{\"rows\":".utf8
+            ResultEncoding.appendInteger(p.rows, to: &out)
+            out += ",\"outcomes\":{".utf8
+            for (j, kind) in OutcomeKind.allCases.enumerated() {
+                if j > 0 { out.append(0x2C) }
+                out += "\"\(kind.rawValue)\":".utf8
+                ResultEncoding.appendInteger(p.outcomes[kind] ?? 0, to: &out)
+            }
+            out += "},\"reasons\":{".utf8
+            for (j, entry) in p.reasons.sorted(by: { $0.key < $1.key }).enumerated() {
+                if j > 0 { out.append(0x2C) }
+                ResultEncoding.appendJSONString(entry.key, to: &out)
+                out.append(0x3A)
+                ResultEncoding.appendInteger(entry.value, to: &out)
+            }
+            out += "},\"retries\":".utf8
+            ResultEncoding.appendInteger(retriesByProvider[provider] ?? 0, to: &out)
+            out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f}}",
+                          wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
+                          Double(p.latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
+                          Double(p.latencyMicroseconds.value(atQuantile: 0.99)) / 1000).utf8
+        }
+        out += "}".utf8
         out += ",\"results\":".utf8
         ResultEncoding.appendJSONString(resultsPath, to: &out)
         out += ",\"prune\":".utf8

@@ -18,6 +18,8 @@ public struct OutcomeRecord: Sendable, Equatable {
     /// A human explanation naming the file, line and field, for rows pushcast refused.
     public var error: String?
     public var apnsID: String?
+    /// FCM's message name (`projects/…/messages/…`) for delivered FCM rows.
+    public var fcmName: String?
     /// ISO 8601 time at which APNs says the token stopped being valid (from a 410).
     public var unregisteredAt: String?
     /// For duplicates: the row that was sent.
@@ -27,7 +29,7 @@ public struct OutcomeRecord: Sendable, Equatable {
 
     public init(row: Int, id: String?, token: String, provider: ProviderID?, outcome: OutcomeKind,
                 status: Int? = nil, reason: String? = nil, error: String? = nil, apnsID: String? = nil,
-                unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
+                fcmName: String? = nil, unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
                 latencyMilliseconds: Double? = nil) {
         self.row = row
         self.id = id
@@ -38,6 +40,7 @@ public struct OutcomeRecord: Sendable, Equatable {
         self.reason = reason
         self.error = error
         self.apnsID = apnsID
+        self.fcmName = fcmName
         self.unregisteredAt = unregisteredAt
         self.duplicateOf = duplicateOf
         self.attempts = attempts
@@ -63,4 +66,5 @@ public enum OutcomeReason {
     public static let connectionLost = "ConnectionLost"
     public static let streamReset = "StreamReset"
     public static let retriesExhausted = "RetriesExhausted"
+    public static let credentialRejected = "CredentialRejected"
 }

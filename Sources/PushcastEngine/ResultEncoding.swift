@@ -14,7 +14,7 @@ enum Literal {
 }
 
 public enum ResultEncoding {
-    public static let csvHeader = "row,id,token,provider,outcome,status,reason,apns_id,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
+    public static let csvHeader = "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
     public static let pruneHeader = "token,provider,reason,unregistered_at,id\n"
 
     /// Appends one results line for `record`.
@@ -43,6 +43,10 @@ public enum ResultEncoding {
         appendJSONString(r.reason, to: &out)
         appendLiteral(",\"apns_id\":", to: &out)
         appendJSONString(r.apnsID, to: &out)
+        if r.provider == .fcm {
+            appendLiteral(",\"fcm_name\":", to: &out)
+            appendJSONString(r.fcmName, to: &out)
+        }
         appendLiteral(",\"unregistered_at\":", to: &out)
         appendJSONString(r.unregisteredAt, to: &out)
         appendLiteral(",\"attempts\":", to: &out)
@@ -77,6 +81,8 @@ public enum ResultEncoding {
         appendCSVField(r.reason, to: &out)
         out.append(0x2C)
         appendCSVField(r.apnsID, to: &out)
+        out.append(0x2C)
+        appendCSVField(r.fcmName, to: &out)
         out.append(0x2C)
         appendCSVField(r.unregisteredAt, to: &out)
         out.append(0x2C)

@@ -1,21 +1,26 @@
 import PushcastAPNs
 import PushcastCore
+import PushcastFCM
 import PushcastInput
 
 /// One notification ready to send: everything the worker needs, computed once on the reader side.
 public struct PreparedNotification: Sendable {
     public var row: Int
     public var id: String?
-    /// The normalised hex token.
+    /// The token as sent: APNs's normalised hex, or FCM's opaque token, trimmed.
     public var token: String
-    public var apnsID: String
+    /// APNs only: the apns-id derived from (campaign, token).
+    public var apnsID: String?
+    /// The request body: the APNs payload, or FCM's `{"message":{…}}`.
     public var payload: [UInt8]
+    public var provider: ProviderID
     /// Attempts made so far (counted ones: 429/5xx and unknown fates retried).
     public var attempts = 0
     /// When the first attempt was handed out (monotonic ns), for latency.
     public var firstSentNanoseconds: UInt64 = 0
 
-    public init(row: Int, id: String?, token: String, apnsID: String, payload: [UInt8]) {
+    public init(row: Int, id: String?, token: String, apnsID: String?, payload: [UInt8], provider: ProviderID = .apns) {
+        self.provider = provider
         self.row = row
         self.id = id
         self.token = token
@@ -60,6 +65,16 @@ public enum PreparedRow {
     case finished(OutcomeRecord)
     /// Maybe a duplicate: settled after the input ends, by a second read (`resolve`).
     case deferred
+    /// Another preparer's row (a different provider's feed): nothing to do here.
+    case skipped
+}
+
+/// How a provider's rows become request bodies.
+public enum ProviderRendering: Sendable {
+    /// The APNs payload template and its byte limit (4096, or 5120 for voip).
+    case apns(template: PayloadTemplate, payloadBytesMax: Int)
+    /// The FCM message template (the row's token goes into `message.token`; 4096-byte messages).
+    case fcm(template: FCMMessageTemplate)
 }
 
 /// How a run finds repeated tokens.
@@ -77,15 +92,24 @@ public enum DuplicateDetection: Sendable {
 /// reader thread; the per-row work is byte-level (design.md 6: no JSON serialisation per row).
 public struct RowPreparer {
     public let layout: RowLayout
-    public let template: PayloadTemplate
-    public let payloadBytesMax: Int
+    public let renderings: [ProviderID: ProviderRendering]
     public let campaign: String
     public let fileName: String
-    /// Providers that have credentials in this run.
+    /// Providers that have credentials in this run (the keys of `renderings`).
     public let configuredProviders: Set<ProviderID>
+    /// The providers whose rows this preparer turns into notifications; rows of the others are
+    /// `.skipped` (another preparer, reading the same file for its own provider, takes them).
+    public let sends: Set<ProviderID>
+    /// Whether this preparer records the rows no provider takes: malformed, unknown platform,
+    /// provider not configured. Exactly one preparer of a run does.
+    public let recordsUnroutable: Bool
+    private let apnsTemplate: PayloadTemplate?
+    private let apnsPayloadBytesMax: Int
+    private let fcmTemplate: FCMMessageTemplate?
     private let duplicates: DuplicateIndex?
     private let filter: DuplicateFilter?
-    /// Filtered mode: tokens that may have been seen before, and the rows that held them.
+    /// Filtered mode: tokens (keyed with their provider) that may have been seen before, and the
+    /// rows that held them.
     private var suspects: [String: [Int]] = [:]
     private var suspectRowMax = 0
     /// Filtered mode, second read: the first row of each suspect token.
@@ -93,15 +117,38 @@ public struct RowPreparer {
     /// One SHA-256 context for the reader thread's apns-id derivations.
     private let apnsIDs: APNsIDGenerator
     private var payload: [UInt8] = []
+    /// The duplicate key of the current row: a provider byte, then the token.
+    private var key: [UInt8] = []
 
+    /// An APNs-only preparer (the bench, tests).
     public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
                 configuredProviders: Set<ProviderID>, duplicates detection: DuplicateDetection) {
+        self.init(layout: layout, renderings: configuredProviders.contains(.apns) ? [.apns: .apns(template: template, payloadBytesMax: payloadBytesMax)] : [:],
+                  campaign: campaign, fileName: fileName, sends: [.apns], recordsUnroutable: true, duplicates: detection)
+    }
+
+    public init(layout: RowLayout, renderings: [ProviderID: ProviderRendering], campaign: String, fileName: String,
+                sends: Set<ProviderID>, recordsUnroutable: Bool, duplicates detection: DuplicateDetection) {
         self.layout = layout
-        self.template = template
-        self.payloadBytesMax = payloadBytesMax
+        self.renderings = renderings
         self.campaign = campaign
         self.fileName = fileName
-        self.configuredProviders = configuredProviders
+        self.configuredProviders = Set(renderings.keys)
+        self.sends = sends
+        self.recordsUnroutable = recordsUnroutable
+        var apnsTemplate: PayloadTemplate? = nil, apnsMax = 4096, fcmTemplate: FCMMessageTemplate? = nil
+        for (_, rendering) in renderings {
+            switch rendering {
+            case .apns(let template, let max):
+                apnsTemplate = template
+                apnsMax = max
+            case .fcm(let template):
+                fcmTemplate = template
+            }
+        }
+        self.apnsTemplate = apnsTemplate
+        self.apnsPayloadBytesMax = apnsMax
+        self.fcmTemplate = fcmTemplate
         switch detection {
         case .exact(let rows):
             duplicates = DuplicateIndex(expected: rows)
@@ -111,12 +158,14 @@ public struct RowPreparer {
             filter = DuplicateFilter(expected: rows)
         }
         apnsIDs = APNsIDGenerator(campaign: campaign)
-        payload.reserveCapacity(payloadBytesMax * 2)
+        payload.reserveCapacity(max(apnsMax, FCMMessageTemplate.messageBytesMax) * 2)
+        key.reserveCapacity(4200)
     }
 
     public mutating func prepare(_ record: InputRecord) -> PreparedRow {
         switch record {
         case .malformed(let row, let problem):
+            guard recordsUnroutable else { return .skipped }
             return .finished(OutcomeRecord(row: row, id: nil, token: "", provider: nil, outcome: .invalid,
                                            reason: OutcomeReason.malformedRow, error: problem.description))
         case .row(let view):
@@ -131,29 +180,41 @@ public struct RowPreparer {
     /// What the checks before de-duplication make of a row.
     private enum Checked {
         case done(OutcomeRecord)
-        case valid(id: String?, provider: ProviderID, token: APNsDeviceToken)
+        case valid(id: String?, provider: ProviderID, token: String)
+        /// Another preparer's row.
+        case skip
     }
 
     public mutating func prepare(_ view: RowView) -> PreparedRow {
         switch check(view) {
+        case .skip:
+            return .skipped
         case .done(let outcome):
             return .finished(outcome)
         case .valid(let id, let provider, let token):
-            var hex = token.hex
+            makeKey(provider, token)
             if let duplicates {
-                let firstRow = hex.withUTF8 { duplicates.insert(UnsafeRawBufferPointer($0), row: view.row) }
-                if let firstRow {
-                    return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .duplicate,
+                if let firstRow = key.withUnsafeBytes({ duplicates.insert($0, row: view.row) }) {
+                    return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .duplicate,
                                                    reason: OutcomeReason.duplicate, duplicateOf: firstRow))
                 }
-            } else if let filter, hex.withUTF8({ filter.insert(UnsafeRawBufferPointer($0)) }) {
-                suspects[token.hex, default: []].append(view.row)
+            } else if let filter, key.withUnsafeBytes({ filter.insert($0) }) {
+                suspects[Self.suspectKey(provider, token), default: []].append(view.row)
                 suspectRowMax = max(suspectRowMax, view.row)
                 return .deferred
             }
             return render(view, id: id, provider: provider, token: token)
         }
     }
+
+    private mutating func makeKey(_ provider: ProviderID, _ token: String) {
+        key.removeAll(keepingCapacity: true)
+        key.append(provider == .apns ? 0x61 : 0x66)
+        var token = token
+        token.withUTF8 { key.append(contentsOf: $0) }
+    }
+
+    private static func suspectKey(_ provider: ProviderID, _ token: String) -> String { provider.rawValue + " " + token }
 
     /// Rows deferred as possible duplicates, waiting for `resolve`.
     public var hasSuspects: Bool { !suspects.isEmpty }
@@ -163,13 +224,15 @@ public struct RowPreparer {
     /// once `resolveFinished(after:)` says so.
     public mutating func resolve(_ record: InputRecord) -> PreparedRow? {
         guard case .row(let view) = record, view.row <= suspectRowMax,
-              case .valid(let id, let provider, let token) = check(view), let rows = suspects[token.hex] else { return nil }
-        if let first = firstRows[token.hex] {
+              case .valid(let id, let provider, let token) = check(view) else { return nil }
+        let suspect = Self.suspectKey(provider, token)
+        guard let rows = suspects[suspect] else { return nil }
+        if let first = firstRows[suspect] {
             guard rows.contains(view.row) else { return nil }
-            return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .duplicate,
+            return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .duplicate,
                                            reason: OutcomeReason.duplicate, duplicateOf: first))
         }
-        firstRows[token.hex] = view.row
+        firstRows[suspect] = view.row
         // The first row with this token was itself deferred: the filter's false alarm. Send it.
         return rows.contains(view.row) ? render(view, id: id, provider: provider, token: token) : nil
     }
@@ -182,6 +245,7 @@ public struct RowPreparer {
         var provider = layout.defaultProvider
         if let column = layout.providerColumn, let value = view.field(column), value.count > 0 {
             guard let parsed = ProviderID(columnBytes: value) else {
+                guard recordsUnroutable else { return .skip }
                 let text = String(decoding: value, as: UTF8.self)
                 return .done(OutcomeRecord(row: view.row, id: id, token: view.string(layout.tokenColumn) ?? "", provider: nil,
                                            outcome: .invalid, reason: OutcomeReason.unknownProvider,
@@ -189,48 +253,76 @@ public struct RowPreparer {
             }
             provider = parsed
         }
+        let routed = configuredProviders.contains(provider)
+        guard routed ? sends.contains(provider) : recordsUnroutable else { return .skip }
         guard let rawToken = view.field(layout.tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
             return .done(OutcomeRecord(row: view.row, id: id, token: "", provider: provider, outcome: .invalid,
                                        reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
         }
-        guard configuredProviders.contains(provider) else {
+        guard routed else {
             return .done(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .failed, reason: OutcomeReason.providerNotConfigured,
                                        error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
         }
-        do {
-            return .valid(id: id, provider: provider, token: try APNsDeviceToken.normalize(rawToken))
-        } catch {
+        let normalized: Result<String, TokenProblem>
+        switch provider {
+        case .apns:
+            do { normalized = .success(try APNsDeviceToken.normalize(rawToken).hex) } catch { normalized = .failure(TokenProblem(error.description)) }
+        case .fcm:
+            do { normalized = .success(try FCMToken.normalize(rawToken)) } catch { normalized = .failure(TokenProblem(error.description)) }
+        }
+        switch normalized {
+        case .success(let token):
+            return .valid(id: id, provider: provider, token: token)
+        case .failure(let error):
             return .done(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .invalid, reason: OutcomeReason.invalidToken,
                                        error: problem(view, field: "token", error.description)))
         }
     }
 
-    private mutating func render(_ view: RowView, id: String?, provider: ProviderID, token: APNsDeviceToken) -> PreparedRow {
+    private mutating func render(_ view: RowView, id: String?, provider: ProviderID, token: String) -> PreparedRow {
         payload.removeAll(keepingCapacity: true)
-        let size = template.render(into: &payload) { view.field($0) }
-        guard size <= payloadBytesMax else {
-            return .finished(OutcomeRecord(row: view.row, id: id, token: token.hex, provider: provider, outcome: .invalid,
+        let size: Int, limit: Int
+        switch provider {
+        case .apns:
+            guard let apnsTemplate else { preconditionFailure("APNs rows routed without an APNs template") }
+            size = apnsTemplate.render(into: &payload) { view.field($0) }
+            limit = apnsPayloadBytesMax
+        case .fcm:
+            guard let fcmTemplate else { preconditionFailure("FCM rows routed without an FCM template") }
+            var token = token
+            size = token.withUTF8 { bytes in fcmTemplate.render(token: UnsafeRawBufferPointer(bytes), into: &payload) { view.field($0) } }
+            limit = FCMMessageTemplate.messageBytesMax
+        }
+        guard size <= limit else {
+            return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .invalid,
                                            reason: OutcomeReason.payloadTooLarge,
-                                           error: problem(view, field: nil, "payload is \(size) bytes; the limit is \(payloadBytesMax)")))
+                                           error: problem(view, field: nil, "\(provider == .apns ? "payload" : "FCM message") is \(size) bytes; the limit is \(limit)")))
         }
-        let apnsID = apnsIDs.derive(token: token.hex)
-        // Exactly `size` bytes: Array(payload[0..<size]) would keep the render buffer's 8 KiB
-        // capacity in every in-flight notification (massif: 7 KB each, 25 MB at 4 x 250 streams).
-        let exact = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+        let apnsID = provider == .apns ? apnsIDs.derive(token: token) : nil
+        // Exactly the body's bytes: Array(payload) would keep the render buffer's 8 KiB capacity
+        // in every in-flight notification (massif: 7 KB each, 25 MB at 4 x 250 streams).
+        let count = payload.count
+        let exact = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             payload.withUnsafeBufferPointer { source in
-                buffer.baseAddress!.initialize(from: source.baseAddress!, count: size)
+                buffer.baseAddress!.initialize(from: source.baseAddress!, count: count)
             }
-            count = size
+            initialized = count
         }
-        return .send(PreparedNotification(row: view.row, id: id, token: token.hex, apnsID: apnsID, payload: exact))
+        return .send(PreparedNotification(row: view.row, id: id, token: token, apnsID: apnsID, payload: exact, provider: provider))
     }
 
     /// Distinct tokens recorded so far (exact mode).
     public var distinctTokens: Int? { duplicates?.count }
 }
 
+
+/// Why a token is not a token, in words.
+struct TokenProblem: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
 
 /// Why a campaign could not start or had to stop (exit status 2).
 public enum CampaignError: Error, CustomStringConvertible {

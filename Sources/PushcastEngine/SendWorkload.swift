@@ -3,30 +3,44 @@ import PushcastCore
 import PushcastTransport
 import PushcastWire
 
-/// Campaign-wide APNs settings every worker shares.
-public struct APNsSendSettings: Sendable {
-    public var headers: APNsCampaignHeaders
-    /// Token auth: the shared JWT source. Nil with certificate auth.
-    public var tokenSource: APNsTokenSource?
-    public var authority: String
+/// Settings of one provider's send loop that every worker of that provider shares.
+public struct SendPolicy: Sendable {
     public var retry: RetryPolicy
     /// Retry requests whose fate is unknown (connection lost after writing, timeout).
     public var retryUnknown: Bool
+    /// The provider's token bucket (`--rate`, adaptive on 429, paused by Retry-After); shared by
+    /// its workers. Nil: no limit and no pauses.
+    public var limiter: ProviderRateLimiter?
+    /// The campaign-wide pace (`--duration`), shared by every provider's workers.
+    public var pacer: ProviderRateLimiter?
 
-    public init(headers: APNsCampaignHeaders, tokenSource: APNsTokenSource?, authority: String, retry: RetryPolicy, retryUnknown: Bool) {
-        self.headers = headers
-        self.tokenSource = tokenSource
-        self.authority = authority
+    public init(retry: RetryPolicy, retryUnknown: Bool, limiter: ProviderRateLimiter? = nil, pacer: ProviderRateLimiter? = nil) {
         self.retry = retry
         self.retryUnknown = retryUnknown
+        self.limiter = limiter
+        self.pacer = pacer
     }
 }
 
-/// One worker's APNs send loop, as a `ClientWorkload`: takes prepared notifications from its
-/// channel, builds each request from pre-built campaign headers, and turns every response into
-/// exactly one outcome (design.md 2.9), retrying what protocol-facts.md says to retry.
-public final class APNsWorkload: ClientWorkload {
-    private let settings: APNsSendSettings
+/// The APNs send loop: `SendWorkload` with the APNs adapter.
+public typealias APNsWorkload = SendWorkload<APNsAdapter>
+
+extension SendWorkload where Adapter == APNsAdapter {
+    public convenience init(settings: APNsSendSettings, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
+                            clock: MonotonicClock, random: RandomSource, inFlightMax: Int) {
+        self.init(adapter: APNsAdapter(settings: settings),
+                  policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
+                  channel: channel, outcomes: outcomes, gauge: gauge, clock: clock, random: random, inFlightMax: inFlightMax)
+    }
+}
+
+/// One worker's send loop for one provider, as a `ClientWorkload`: takes prepared notifications
+/// from its channel, has the adapter build each request, and turns every answer into exactly one
+/// outcome (design.md 2.9), retrying what protocol-facts.md says to retry, within the provider's
+/// rate limit.
+public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
+    private let adapter: Adapter
+    private let policy: SendPolicy
     private let channel: NotificationChannel
     private let outcomes: OutcomeChannel
     private let gauge: WorkerGauge
@@ -35,6 +49,8 @@ public final class APNsWorkload: ClientWorkload {
 
     /// Notifications in flight or waiting for a retry, by tag (a slab index).
     private var slab: [PreparedNotification?]
+    /// The credential generation each in-flight request carried.
+    private var credentialOf: [UInt64]
     private var freeTags: [Int]
     /// Taken from the channel, not yet handed out: batches in reverse order, each reversed, so
     /// that popLast moves notifications out in arrival order without copying.
@@ -46,12 +62,14 @@ public final class APNsWorkload: ClientWorkload {
     private var resend: [Int] = []
     private var channelFinished = false
     private var outbox: [OutcomeRecord] = []
-    private var bearer: APNsBearerToken?
     private var inFlight = 0
+    /// When a request held back (by the rate limiter, or for want of a credential) may go.
+    private var heldUntil: UInt64? = nil
 
-    public init(settings: APNsSendSettings, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
+    public init(adapter: Adapter, policy: SendPolicy, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
                 clock: MonotonicClock, random: RandomSource, inFlightMax: Int) {
-        self.settings = settings
+        self.adapter = adapter
+        self.policy = policy
         self.channel = channel
         self.outcomes = outcomes
         self.gauge = gauge
@@ -59,23 +77,35 @@ public final class APNsWorkload: ClientWorkload {
         self.random = random
         let capacity = inFlightMax + channel.capacity
         slab = Array(repeating: nil, count: capacity)
+        credentialOf = Array(repeating: 0, count: capacity)
         freeTags = Array((0..<capacity).reversed())
         retries = MinHeap(capacity: capacity) { $0.ready < $1.ready }
         resend.reserveCapacity(capacity)
         outbox.reserveCapacity(256)
         pending.reserveCapacity(64)
         taken.reserveCapacity(64)
-        bearer = settings.tokenSource?.current()
     }
 
     // MARK: - ClientWorkload
 
     public func nextRequest() -> (request: HTTP2Request, tag: UInt64)? {
         guard !outcomes.isStopped else { return nil }
+        let now = clock.nowNanoseconds()
+        if let held = heldUntil {
+            guard held <= now else { return nil }
+            heldUntil = nil
+        }
+        // Is anything ready? Only then take a permit: a permit taken for nothing is lost.
+        let retryReady = retries.first.map { $0.ready <= now } ?? false
+        guard !resend.isEmpty || retryReady || hasFresh() else { return nil }
+        if let wait = permitWait(now: now) {
+            heldUntil = wait
+            return nil
+        }
         let tag: Int
         if let again = resend.popLast() {
             tag = again
-        } else if let head = retries.first, head.ready <= clock.nowNanoseconds() {
+        } else if retryReady, let head = retries.first {
             retries.pop()
             tag = head.tag
         } else {
@@ -83,21 +113,18 @@ public final class APNsWorkload: ClientWorkload {
             tag = fresh
         }
         guard var notification = slab[tag] else { preconditionFailure("empty slab slot \(tag)") }
+        guard let (request, credential) = adapter.request(for: notification) else {
+            // No credential yet (a refresh is under way): hold this one and ask again soon.
+            resend.append(tag)
+            heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
+            return nil
+        }
         if notification.firstSentNanoseconds == 0 {
-            notification.firstSentNanoseconds = clock.nowNanoseconds()
+            notification.firstSentNanoseconds = now
             slab[tag] = notification
         }
+        credentialOf[tag] = credential
         inFlight += 1
-        let authorization: String?
-        if let source = settings.tokenSource, var cached = bearer {
-            if source.refreshIfNeeded(&cached) { bearer = cached }
-            authorization = cached.authorization
-        } else {
-            authorization = nil
-        }
-        let request = HTTP2Request(authority: settings.authority, path: "/3/device/" + notification.token,
-                                   headers: settings.headers.headers(authorization: authorization, apnsID: notification.apnsID),
-                                   body: notification.payload)
         return (request, UInt64(tag))
     }
 
@@ -106,27 +133,44 @@ public final class APNsWorkload: ClientWorkload {
         let index = Int(tag)
         guard var notification = slab[index] else { preconditionFailure("response for an empty slot") }
         notification.attempts += 1
-        let summary = APNsResponseSummary(response: response)
-        switch summary.verdict {
-        case .delivered:
-            finish(index, notification, .delivered, status: summary.status, reason: nil,
-                   apnsID: summary.apnsID ?? notification.apnsID)
-        case .prune(let reason):
-            finish(index, notification, .pruned, status: summary.status, reason: reason, unregisteredAt: summary.unregisteredAt)
+        let answer = adapter.classify(response)
+        switch answer.verdict {
+        case .delivered(let apnsID, let fcmName):
+            finish(index, notification, .delivered, status: answer.status, reason: nil, apnsID: apnsID ?? notification.apnsID,
+                   fcmName: fcmName)
+        case .prune(let reason, let unregisteredAt):
+            finish(index, notification, .pruned, status: answer.status, reason: reason, unregisteredAt: unregisteredAt)
         case .fail(let reason):
-            finish(index, notification, .failed, status: summary.status, reason: reason)
-        case .retry(let reason):
-            if settings.retry.mayRetry(attemptsMade: notification.attempts) {
-                slab[index] = notification
-                scheduleRetry(index, retry: notification.attempts)
-            } else {
-                finish(index, notification, .failed, status: summary.status, reason: reason)
+            finish(index, notification, .failed, status: answer.status, reason: reason)
+        case .retry(let reason, let retryAfter, let throttle):
+            let now = clock.nowNanoseconds()
+            var delay = policy.retry.delayNanoseconds(retry: notification.attempts, random: random)
+            if let retryAfter, retryAfter > 0 { delay = max(delay, UInt64(min(retryAfter, 86_400) * 1e9)) }
+            if throttle, let limiter = policy.limiter {
+                // The provider as a whole is over quota: slow it down and pause it, not only this one.
+                limiter.throttled(nowNanoseconds: now)
+                limiter.pause(untilNanoseconds: now + delay)
             }
-        case .refreshTokenAndRetry:
-            handleExpiredToken(index, notification, status: summary.status)
-        case .stopRun(let reason):
-            finish(index, notification, .failed, status: summary.status, reason: reason)
-            outcomes.stop(reason: "APNs rejected the credential: \(summary.status) \(reason)")
+            if policy.retry.mayRetry(attemptsMade: notification.attempts) {
+                slab[index] = notification
+                scheduleRetry(index, at: now + delay)
+            } else {
+                finish(index, notification, .failed, status: answer.status, reason: reason)
+            }
+        case .reauthenticate(let reason):
+            switch adapter.credentialRejected(generation: credentialOf[index]) {
+            case .retry where policy.retry.mayRetry(attemptsMade: notification.attempts):
+                slab[index] = notification
+                resend.append(index)
+            case .retry:
+                finish(index, notification, .failed, status: answer.status, reason: reason)
+            case .stop(let message):
+                finish(index, notification, .failed, status: answer.status, reason: reason)
+                outcomes.stop(reason: message)
+            }
+        case .stopRun(let reason, let message):
+            finish(index, notification, .failed, status: answer.status, reason: reason)
+            outcomes.stop(reason: message)
         }
     }
 
@@ -147,9 +191,9 @@ public final class APNsWorkload: ClientWorkload {
         case .reset: reason = OutcomeReason.streamReset
         default: reason = OutcomeReason.connectionLost
         }
-        if settings.retryUnknown && settings.retry.mayRetry(attemptsMade: notification.attempts) {
+        if policy.retryUnknown && policy.retry.mayRetry(attemptsMade: notification.attempts) {
             slab[index] = notification
-            scheduleRetry(index, retry: notification.attempts)
+            scheduleRetry(index, at: clock.nowNanoseconds() + policy.retry.delayNanoseconds(retry: notification.attempts, random: random))
         } else {
             finish(index, notification, .unknown, status: nil, reason: reason)
         }
@@ -161,7 +205,13 @@ public final class APNsWorkload: ClientWorkload {
         return channelFinished && pending.isEmpty && resend.isEmpty && retries.isEmpty
     }
 
-    public var nextReadyNanoseconds: UInt64? { retries.first?.ready }
+    public var nextReadyNanoseconds: UInt64? {
+        switch (retries.first?.ready, heldUntil) {
+        case let (retry?, held?): return min(retry, held)
+        case let (retry?, nil): return retry
+        case let (nil, held): return held
+        }
+    }
 
     public func turnEnded() {
         gauge.inFlight.store(inFlight, ordering: .relaxed)
@@ -173,6 +223,18 @@ public final class APNsWorkload: ClientWorkload {
     public func flush() { turnEnded() }
 
     // MARK: - Internals
+
+    /// When the rate limits let the next request go; nil when one may go now (the permit is taken).
+    private func permitWait(now: UInt64) -> UInt64? {
+        if let limiter = policy.limiter, case .waitUntil(let time) = limiter.acquire(nowNanoseconds: now) { return time }
+        if let pacer = policy.pacer, case .waitUntil(let time) = pacer.acquire(nowNanoseconds: now) { return time }
+        return nil
+    }
+
+    private func hasFresh() -> Bool {
+        refillIfEmpty()
+        return !pending.isEmpty && !freeTags.isEmpty
+    }
 
     private func refillIfEmpty() {
         guard pending.isEmpty, !channelFinished else { return }
@@ -198,38 +260,16 @@ public final class APNsWorkload: ClientWorkload {
         return tag
     }
 
-    private func scheduleRetry(_ index: Int, retry: Int) {
-        let delay = settings.retry.delayNanoseconds(retry: retry, random: random)
-        retries.push((clock.nowNanoseconds() + delay, index))
+    private func scheduleRetry(_ index: Int, at ready: UInt64) {
+        retries.push((ready, index))
         _ = gauge.retries.add(1, ordering: .relaxed)
     }
 
-    private func handleExpiredToken(_ index: Int, _ notification: PreparedNotification, status: Int) {
-        guard let source = settings.tokenSource, let seen = bearer else {
-            finish(index, notification, .failed, status: status, reason: "ExpiredProviderToken")
-            return
-        }
-        switch source.refreshAfterExpired(seenToken: seen) {
-        case .refreshed(let fresh):
-            bearer = fresh
-            if settings.retry.mayRetry(attemptsMade: notification.attempts) {
-                slab[index] = notification
-                resend.append(index)
-            } else {
-                finish(index, notification, .failed, status: status, reason: "ExpiredProviderToken")
-            }
-        case .tooSoon(_, let seconds):
-            finish(index, notification, .failed, status: status, reason: "ExpiredProviderToken")
-            outcomes.stop(reason: "APNs rejected a provider token signed less than 20 minutes ago as expired "
-                + "(403 ExpiredProviderToken); check this host's clock. A new token may be signed in \(seconds) s.")
-        }
-    }
-
     private func finish(_ index: Int, _ n: PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
-                        apnsID: String? = nil, unregisteredAt: String? = nil) {
+                        apnsID: String? = nil, fcmName: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
-        outbox.append(OutcomeRecord(row: n.row, id: n.id, token: n.token, provider: .apns, outcome: outcome,
-                                    status: status, reason: reason, apnsID: apnsID ?? n.apnsID,
+        outbox.append(OutcomeRecord(row: n.row, id: n.id, token: n.token, provider: adapter.provider, outcome: outcome,
+                                    status: status, reason: reason, apnsID: apnsID ?? n.apnsID, fcmName: fcmName,
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
         slab[index] = nil
         freeTags.append(index)

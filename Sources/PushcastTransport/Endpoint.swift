@@ -44,6 +44,16 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         self.init(host: String(hostPart), port: port)
     }
 
+    /// Splits a URL with a path (an OAuth2 `token_uri`): the endpoint, and the path (at least "/").
+    public static func split(url: String) throws(EndpointError) -> (endpoint: Endpoint, path: String) {
+        guard url.hasPrefix("https://") else { throw EndpointError("URL must start with https://: \(url)") }
+        let rest = url.dropFirst("https://".count)
+        guard let slash = rest.firstIndex(of: "/") else { return (try Endpoint(url: url), "/") }
+        let path = String(rest[slash...])
+        guard !path.contains(where: { $0 == " " || $0 == "#" }) else { throw EndpointError("bad path in URL: \(url)") }
+        return (try Endpoint(url: "https://" + rest[..<slash]), path)
+    }
+
     /// The `:authority` pseudo-header value.
     public var authority: String {
         let h = host.contains(":") ? "[\(host)]" : host

@@ -3,6 +3,7 @@ import PushcastAPNs
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastFCM
 import PushcastInput
 import PushcastReactor
 import PushcastTransport
@@ -15,6 +16,7 @@ enum SendCommand {
         .value("provider", metavar: "apns|fcm", help: "provider for rows without a platform/provider column", defaultDescription: "apns"),
         .value("id-column", metavar: "NAME", help: "column copied into the results as the row's identity", defaultDescription: "device_id when present"),
         .value("payload", metavar: "FILE", help: "APNs payload template (JSON; string values may hold {{column}} placeholders)"),
+        .value("fcm-payload", metavar: "FILE", help: "FCM message template (the `message` object: notification, data, android, apns, webpush, fcm_options; same placeholders)"),
         .value("apns-topic", metavar: "BUNDLE_ID", help: "apns-topic (the push type's suffix is added when missing)"),
         .value("push-type", metavar: "TYPE", help: "alert, background, voip, complication, fileprovider, mdm, liveactivity, location, pushtotalk, widgets, controls",
                defaultDescription: "alert"),
@@ -29,9 +31,20 @@ enum SendCommand {
         .value("apns-cert-password-env", metavar: "VAR", help: "environment variable holding the certificate's passphrase"),
         .value("apns-environment", metavar: "production|sandbox", help: "api.push.apple.com or api.sandbox.push.apple.com", defaultDescription: "production"),
         .value("apns-endpoint", metavar: "URL", help: "https://host:port overriding the environment's host (mocks)"),
+        .value("fcm-credentials", metavar: "FILE", help: "FCM: a service-account JSON (project_id, client_email, private_key, token_uri)",
+               defaultDescription: "$GOOGLE_APPLICATION_CREDENTIALS when --fcm-payload is given"),
+        .value("fcm-endpoint", metavar: "URL", help: "https://host:port overriding fcm.googleapis.com (mocks)"),
+        .value("fcm-token-uri", metavar: "URL", help: "OAuth2 token endpoint overriding the service account's token_uri (mocks)"),
+        .flag("fcm-validate-only", help: "FCM validates every message without delivering it (validate_only)"),
         CommonOptions.caFile,
-        .value("connections", metavar: "N", help: "connections to the provider", defaultDescription: "4"),
-        .value("streams", metavar: "N", help: "cap on concurrent streams per connection (the server's SETTINGS may lower it)", defaultDescription: "1000"),
+        .value("connections", metavar: "N", help: "connections to APNs", defaultDescription: "4"),
+        .value("streams", metavar: "N", help: "cap on concurrent streams per APNs connection (the server's SETTINGS may lower it)", defaultDescription: "1000"),
+        .value("fcm-connections", metavar: "N", help: "connections to FCM", defaultDescription: "4"),
+        .value("fcm-streams", metavar: "N", help: "cap on concurrent streams per FCM connection (the server's SETTINGS may lower it)", defaultDescription: "100"),
+        .value("rate", metavar: "apns=N/s,fcm=N/s", help: "per-provider rate limits (also N/m, N/h); each halves on a quota 429 and recovers",
+               defaultDescription: "fcm=10000/s (the 600k/min project quota), APNs unlimited"),
+        .value("duration", metavar: "TIME", help: "spread the campaign evenly over this window (10m, 1h), from the line count"),
+        .value("start-jitter", metavar: "TIME", help: "wait a random time up to this before the first send (avoid the top-of-the-hour spike)"),
         CommonOptions.workers,
         .value("max-attempts", metavar: "N", help: "attempts per notification for 429 and 5xx answers", defaultDescription: "5"),
         .flag("retry-unknown", help: "also retry requests whose fate is unknown (connection lost after sending, timeout)"),
@@ -65,11 +78,35 @@ enum SendCommand {
         var format: InputFormat
         var reader: TokenFileReader
         var totalRows: Int?
-        var preparer: RowPreparer
+        var layout: RowLayout
+        var renderings: [ProviderID: ProviderRendering]
         var settings: APNsSendSettings?
+        var fcm: FCMPlan?
         var campaign: String
+        var hasCertificate: Bool
         /// Opens the input again from its first row (nil for stdin, which is read once).
         var reopen: (() throws -> TokenFileReader)?
+
+        /// The providers that can get rows: every configured one when rows name their platform,
+        /// else the default provider alone.
+        var activeProviders: [ProviderID] {
+            let configured = ProviderID.allCases.filter { renderings[$0] != nil }
+            return layout.providerColumn == nil ? configured.filter { $0 == layout.defaultProvider } : configured
+        }
+
+        func preparer(sends: Set<ProviderID>, recordsUnroutable: Bool) -> RowPreparer {
+            RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName, sends: sends,
+                        recordsUnroutable: recordsUnroutable,
+                        duplicates: inputPath == "-" ? .exact(expectedRows: 1 << 20) : .filtered(expectedRows: totalRows ?? 1 << 20))
+        }
+    }
+
+    /// FCM's share of the plan: the service account (read and its key loaded) and the endpoints.
+    struct FCMPlan {
+        var account: FCMServiceAccount
+        var signer: RS256Signer
+        var endpoint: Endpoint
+        var tokenURI: String
     }
 
     static func run(_ parsed: ParsedArguments, checkOnly: Bool) throws -> ExitStatus {
@@ -98,6 +135,12 @@ enum SendCommand {
         let tokenSource = try makeTokenSource(parsed)
         let hasCertificate = parsed.value("apns-cert") != nil
         if tokenSource != nil && hasCertificate { throw parsed.error("choose token auth (--apns-key) or certificate auth (--apns-cert), not both") }
+        let apnsConfigured = tokenSource != nil || hasCertificate || parsed.value("payload") != nil
+        let fcm = try makeFCMPlan(parsed)
+        guard apnsConfigured || fcm != nil else {
+            throw parsed.error("no provider to send to: give APNs credentials (--apns-key... or --apns-cert) with --payload, "
+                + "and/or an FCM service account (--fcm-credentials) with --fcm-payload")
+        }
 
         let input: InputFile
         do { input = try InputFile(path: path) } catch { throw CommandFailure(error.description) }
@@ -123,18 +166,54 @@ enum SendCommand {
             throw CommandFailure(error.description)
         }
 
-        guard let payloadPath = parsed.value("payload") else { throw parsed.error("--payload FILE is required (the APNs payload template)") }
-        guard let payloadData = FileManager.default.contents(atPath: payloadPath) else {
-            throw CommandFailure("cannot read the payload template \(payloadPath)")
+        var renderings: [ProviderID: ProviderRendering] = [:]
+        var templateTexts: [String] = []
+        var settings: APNsSendSettings? = nil
+        if apnsConfigured {
+            guard let payloadPath = parsed.value("payload") else { throw parsed.error("--payload FILE is required (the APNs payload template)") }
+            let templateText = try readTemplate(payloadPath, what: "payload template")
+            templateTexts.append(templateText)
+            let template: PayloadTemplate
+            do {
+                template = try PayloadTemplate.compile(text: templateText, columns: reader.columns)
+            } catch {
+                throw CommandFailure("\(payloadPath): \(error.description)")
+            }
+            let headers = try makeHeaders(parsed)
+            renderings[.apns] = .apns(template: template, payloadBytesMax: headers.pushType.payloadBytesMax)
+            let endpoint = try endpoint(parsed)
+            let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
+            settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority, retry: retry,
+                                        retryUnknown: parsed.flag("retry-unknown"))
         }
-        let templateText = String(decoding: payloadData, as: UTF8.self)
-        let template: PayloadTemplate
-        do {
-            template = try PayloadTemplate.compile(text: templateText, columns: reader.columns)
-        } catch {
-            throw CommandFailure("\(payloadPath): \(error.description)")
+        if fcm != nil {
+            guard let payloadPath = parsed.value("fcm-payload") else {
+                throw parsed.error("--fcm-payload FILE is required with FCM credentials (the FCM message template)")
+            }
+            let templateText = try readTemplate(payloadPath, what: "FCM message template")
+            templateTexts.append(templateText)
+            do {
+                renderings[.fcm] = .fcm(template: try FCMMessageTemplate.compile(text: templateText, columns: reader.columns,
+                                                                                validateOnly: parsed.flag("fcm-validate-only"), source: payloadPath))
+            } catch {
+                throw CommandFailure(error.description)
+            }
         }
 
+        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
+        let reopen: (() throws -> TokenFileReader)? = path == "-" ? nil : {
+            try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName)
+        }
+        return Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: totalRows, layout: layout,
+                    renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate, reopen: reopen)
+    }
+
+    static func readTemplate(_ path: String, what: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw CommandFailure("cannot read the \(what) \(path)") }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func makeHeaders(_ parsed: ParsedArguments) throws -> APNsCampaignHeaders {
         guard let topic = parsed.value("apns-topic") else { throw parsed.error("--apns-topic is required (the app's bundle ID)") }
         let pushType: APNsPushType
         if let name = parsed.value("push-type") {
@@ -156,22 +235,38 @@ enum SendCommand {
             throw parsed.error(error.description)
         }
         for note in headers.notes { Console.error("pushcast: note: \(note)") }
+        return headers
+    }
 
-        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateText, input: fileName)
-        var configured: Set<ProviderID> = []
-        if tokenSource != nil || hasCertificate { configured.insert(.apns) }
-        let preparer = RowPreparer(layout: layout, template: template, payloadBytesMax: pushType.payloadBytesMax, campaign: campaign,
-                                   fileName: fileName, configuredProviders: configured,
-                                   duplicates: path == "-" ? .exact(expectedRows: 1 << 20) : .filtered(expectedRows: totalRows ?? 1 << 20))
-        let reopen: (() throws -> TokenFileReader)? = path == "-" ? nil : {
-            try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName)
+    /// FCM is configured by `--fcm-credentials`, or by `--fcm-payload` with
+    /// $GOOGLE_APPLICATION_CREDENTIALS (an APNs-only run ignores that variable).
+    static func makeFCMPlan(_ parsed: ParsedArguments) throws -> FCMPlan? {
+        var path = parsed.value("fcm-credentials")
+        if path == nil, parsed.value("fcm-payload") != nil {
+            path = ProcessInfo.processInfo.environment["GOOGLE_APPLICATION_CREDENTIALS"]
+            if path == nil || path!.isEmpty {
+                throw parsed.error("--fcm-payload needs a service account: --fcm-credentials FILE or $GOOGLE_APPLICATION_CREDENTIALS")
+            }
         }
-        let endpoint = try endpoint(parsed)
-        let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
-        let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority, retry: retry,
-                                        retryUnknown: parsed.flag("retry-unknown"))
-        return Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: totalRows, preparer: preparer,
-                    settings: settings, campaign: campaign, reopen: reopen)
+        guard let path else { return nil }
+        let account: FCMServiceAccount
+        let signer: RS256Signer
+        do {
+            account = try FCMServiceAccount.load(path: path)
+            signer = try RS256Signer(account: account)
+        } catch {
+            throw CommandFailure(error.description)
+        }
+        var endpoint = Endpoint(host: FCMProvider.host, port: 443)
+        if let url = parsed.value("fcm-endpoint") {
+            do { endpoint = try Endpoint(url: url) } catch { throw parsed.error("--fcm-endpoint: \(error.description)") }
+        }
+        let tokenURI = parsed.value("fcm-token-uri") ?? account.tokenURI
+        do { _ = try Endpoint.split(url: tokenURI) } catch {
+            throw CommandFailure(parsed.value("fcm-token-uri") != nil ? "--fcm-token-uri: \(error.description)"
+                                 : "\(path): token_uri: \(error.description)")
+        }
+        return FCMPlan(account: account, signer: signer, endpoint: endpoint, tokenURI: tokenURI)
     }
 
     static func makeTokenSource(_ parsed: ParsedArguments) throws -> APNsTokenSource? {
@@ -211,21 +306,27 @@ enum SendCommand {
     // MARK: - check
 
     static func check(_ plan: Plan) throws -> ExitStatus {
-        var preparer = plan.preparer
+        var preparer = plan.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
         var summary = CampaignSummary()
-        var toSend = 0
-        var largest = 0
-        var sample: PreparedNotification? = nil
+        var toSend: [ProviderID: Int] = [:]
+        var largest: [ProviderID: Int] = [:]
+        var samples: [ProviderID: PreparedNotification] = [:]
+        var unconfigured: [ProviderID: (rows: Int, first: Int)] = [:]
         func tally(_ prepared: PreparedRow?) {
             switch prepared {
             case .send(let n)?:
-                toSend += 1
-                largest = max(largest, n.payload.count)
-                if sample == nil { sample = n }
+                toSend[n.provider, default: 0] += 1
+                largest[n.provider] = max(largest[n.provider] ?? 0, n.payload.count)
+                if samples[n.provider] == nil { samples[n.provider] = n }
             case .finished(let outcome)?:
                 summary.record(outcome)
-                if let error = outcome.error { Console.error("pushcast check: row \(outcome.row): \(error)") }
-            case .deferred?, nil:
+                if outcome.reason == OutcomeReason.providerNotConfigured, let provider = outcome.provider {
+                    let seen = unconfigured[provider]
+                    unconfigured[provider] = ((seen?.rows ?? 0) + 1, seen?.first ?? outcome.row)
+                } else if let error = outcome.error {
+                    Console.error("pushcast check: row \(outcome.row): \(error)")
+                }
+            case .deferred?, .skipped?, nil:
                 break
             }
         }
@@ -249,20 +350,45 @@ enum SendCommand {
             }
         }
         Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))")
-        Console.out("would send: \(toSend) notifications to APNs (largest payload \(largest) bytes), campaign \(plan.campaign)")
+        for provider in ProviderID.allCases where plan.renderings[provider] != nil {
+            let what = provider == .apns ? "payload" : "message"
+            Console.out("would send: \(toSend[provider] ?? 0) notifications to \(provider == .apns ? "APNs" : "FCM") "
+                + "(largest body \(largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
+            if provider == .apns, let sample = samples[.apns], let settings = plan.settings {
+                Console.out("first APNs request: POST /3/device/\(sample.token) apns-id \(sample.apnsID ?? ""), headers: "
+                    + settings.headers.fixedHeaders.map { "\($0.name): \($0.value)" }.joined(separator: ", "))
+            }
+            if provider == .fcm, let fcm = plan.fcm {
+                Console.out("first FCM request: POST https://\(fcm.endpoint.authority)\(FCMProvider.sendPath(project: fcm.account.projectID))")
+            }
+            if let sample = samples[provider] { Console.out("first \(what): " + String(decoding: sample.payload, as: UTF8.self)) }
+        }
         Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0] ?? 0)" }.joined(separator: ", "))
         if !summary.reasons.isEmpty {
             Console.out("reasons: " + summary.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
-        if let sample, let settings = plan.settings {
-            Console.out("first request: POST /3/device/\(sample.token) apns-id \(sample.apnsID), headers: "
-                + settings.headers.fixedHeaders.map { "\($0.name): \($0.value)" }.joined(separator: ", "))
-            Console.out("first payload: " + String(decoding: sample.payload, as: UTF8.self))
-        }
         if let source = plan.settings?.tokenSource {
             // Signing proves the key works; the token itself is a secret and is not printed.
             _ = source.current()
-            Console.out("provider token: signed with key \(source.keyID), team \(source.teamID)")
+            Console.out("APNs provider token: signed with key \(source.keyID), team \(source.teamID)")
+        }
+        if let fcm = plan.fcm {
+            // Signing an assertion proves the service account's key works; nothing is sent.
+            do {
+                _ = try OAuthAssertion.make(account: fcm.account, signer: fcm.signer, issuedAt: Int64(Reactor.wallClockSeconds()))
+            } catch {
+                throw CommandFailure(error.description)
+            }
+            Console.out("FCM service account: \(fcm.account.clientEmail), project \(fcm.account.projectID), token endpoint \(fcm.tokenURI)")
+        }
+        if !unconfigured.isEmpty {
+            for (provider, seen) in unconfigured.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                let flags = provider == .apns ? "--apns-key/--apns-key-id/--apns-team-id or --apns-cert, with --payload"
+                                              : "--fcm-credentials with --fcm-payload"
+                Console.error("pushcast check: \(seen.rows) rows need \(provider.rawValue), which has no credentials "
+                    + "(first: data row \(seen.first) of \(plan.fileName)); give \(flags)")
+            }
+            return .stopped
         }
         return .success
     }
@@ -270,39 +396,128 @@ enum SendCommand {
     // MARK: - send
 
     static func send(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
-        guard let settings = plan.settings, settings.tokenSource != nil || parsed.value("apns-cert") != nil else {
-            throw parsed.error("APNs credentials are required: --apns-key/--apns-key-id/--apns-team-id, or --apns-cert")
+        if let settings = plan.settings, settings.tokenSource == nil && !plan.hasCertificate {
+            throw parsed.error("APNs credentials are required with --payload: --apns-key/--apns-key-id/--apns-team-id, or --apns-cert")
         }
-        let endpoint = try endpoint(parsed)
-        var tlsConfiguration = TLSConfiguration()
-        tlsConfiguration.additionalCAFile = parsed.value("ca-file")
-        if let certificate = parsed.value("apns-cert") {
-            var passphrase: String? = nil
-            if let variable = parsed.value("apns-cert-password-env") {
-                guard let value = ProcessInfo.processInfo.environment[variable] else {
-                    throw CommandFailure("--apns-cert-password-env: the environment variable \(variable) is not set")
-                }
-                passphrase = value
-            }
-            if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
-                tlsConfiguration.clientCertificate = .pkcs12(file: certificate, passphrase: passphrase ?? "")
-            } else {
-                tlsConfiguration.clientCertificate = .pem(certificateFile: certificate, privateKeyFile: certificate, passphrase: passphrase)
-            }
-        }
-        let tls: TLSContext
-        do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch { throw CommandFailure(error.description) }
-        let address: String
-        do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
-
-        var client = ClientConfiguration(endpoint: endpoint, address: address, tls: tls, limits: Limits(),
-                                         reactor: try CommonOptions.reactorConfiguration(parsed))
-        let connections = try parsed.int("connections", default: 4, range: 1...1024)
-        client.limits.connectionsMax = connections
-        client.limits.streamsPerConnectionMax = try parsed.int("streams", default: 1000, range: 1...100_000)
+        let reactor = try CommonOptions.reactorConfiguration(parsed)
         let timeout = try parsed.duration("request-timeout", default: .seconds(30))
-        client.limits.requestTimeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000
-            + UInt64(timeout.components.attoseconds / 1_000_000_000)
+        let timeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
+        let workers = try CommonOptions.workers(parsed)
+        let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
+        let retryUnknown = parsed.flag("retry-unknown")
+        let now = Reactor.nowNanoseconds()
+
+        // Rates: per provider (--rate), FCM's project quota by default; the campaign's pace (--duration).
+        var rates: [ProviderID: Double] = [.fcm: 10_000]
+        if let text = parsed.value("rate") {
+            do {
+                for (provider, rate) in try RateSpec.parse(text) { rates[provider] = rate }
+            } catch {
+                throw parsed.error("--rate: \(error.description)")
+            }
+        }
+        var pacer: ProviderRateLimiter? = nil
+        if let window = try parsed.duration("duration", range: .milliseconds(1)...(.seconds(31 * 86_400))) {
+            guard let rows = plan.totalRows else { throw parsed.error("--duration needs a file to count its rows (not stdin)") }
+            let seconds = Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18
+            pacer = ProviderRateLimiter(ratePerSecond: max(Double(rows), 1) / seconds, nowNanoseconds: now)
+        }
+        let jitter = try parsed.duration("start-jitter", range: .zero...(.seconds(86_400)))
+
+        var caOnly = TLSConfiguration()
+        caOnly.additionalCAFile = parsed.value("ca-file")
+        func client(_ endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int) throws -> ClientConfiguration {
+            let address: String
+            do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
+            var client = ClientConfiguration(endpoint: endpoint, address: address, tls: tls, limits: Limits(), reactor: reactor)
+            client.limits.connectionsMax = connections
+            client.limits.streamsPerConnectionMax = streams
+            client.limits.requestTimeoutNanoseconds = timeoutNanoseconds
+            return client
+        }
+
+        let active = plan.activeProviders
+        var lanes: [ProviderLane] = []
+        if let settings = plan.settings, active.contains(.apns) {
+            var tlsConfiguration = caOnly
+            if let certificate = parsed.value("apns-cert") {
+                var passphrase: String? = nil
+                if let variable = parsed.value("apns-cert-password-env") {
+                    guard let value = ProcessInfo.processInfo.environment[variable] else {
+                        throw CommandFailure("--apns-cert-password-env: the environment variable \(variable) is not set")
+                    }
+                    passphrase = value
+                }
+                if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
+                    tlsConfiguration.clientCertificate = .pkcs12(file: certificate, passphrase: passphrase ?? "")
+                } else {
+                    tlsConfiguration.clientCertificate = .pem(certificateFile: certificate, privateKeyFile: certificate, passphrase: passphrase)
+                }
+            }
+            let tls: TLSContext
+            do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch { throw CommandFailure(error.description) }
+            let connections = try parsed.int("connections", default: 4, range: 1...1024)
+            let apnsClient = try client(try endpoint(parsed), tls: tls, connections: connections,
+                                        streams: try parsed.int("streams", default: 1000, range: 1...100_000))
+            let limiter = rates[.apns].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
+            lanes.append(.apns(settings: settings, policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer),
+                               client: apnsClient, connections: connections, workers: workers))
+        }
+        var accessTokens: FCMAccessTokens? = nil
+        let stopBox = StopSignal()
+        if let fcm = plan.fcm, active.contains(.fcm) {
+            let tls: TLSContext
+            do { tls = try TLSContext(role: .client, configuration: caOnly) } catch { throw CommandFailure(error.description) }
+            let connections = try parsed.int("fcm-connections", default: 4, range: 1...1024)
+            let fcmClient = try client(fcm.endpoint, tls: tls, connections: connections,
+                                       streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000))
+            let (tokenEndpoint, tokenPath) = try Endpoint.split(url: fcm.tokenURI)
+            let tokenClient = try client(tokenEndpoint, tls: tls, connections: 1, streams: 1)
+            let (account, signer) = (fcm.account, fcm.signer)
+            let tokens = FCMAccessTokens(clock: SystemMonotonicClock()) {
+                FCMTokenFetcher.fetch(account: account, signer: signer, client: tokenClient, path: tokenPath,
+                                      nowEpochSeconds: { Int64(Reactor.wallClockSeconds()) })
+            }
+            // The first access token before anything is sent: a refused service account stops here.
+            do {
+                try tokens.start { message in stopBox.stop(message) }
+            } catch {
+                throw CommandFailure(error.description)
+            }
+            accessTokens = tokens
+            let limiter = ProviderRateLimiter(ratePerSecond: rates[.fcm], nowNanoseconds: now)
+            lanes.append(.fcm(settings: FCMSendSettings(authority: fcm.endpoint.authority, project: fcm.account.projectID, tokens: tokens),
+                              policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer),
+                              client: fcmClient, connections: connections, workers: workers))
+        }
+        defer { accessTokens?.close() }
+        guard !lanes.isEmpty else {
+            throw CommandFailure("no configured provider can get rows from \(plan.fileName) (rows without a platform column go to "
+                + "--provider \(plan.layout.defaultProvider.rawValue))")
+        }
+
+        // A file feeds each provider through a reader of its own, so a paused provider never holds
+        // up the other; stdin is read once, for all.
+        var feeds: [CampaignFeed] = []
+        let providers = lanes.map(\.provider)
+        if providers.count > 1, let reopen = plan.reopen {
+            for (index, provider) in providers.enumerated() {
+                let reader: TokenFileReader
+                if index == 0 { reader = plan.reader } else {
+                    do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
+                }
+                feeds.append(CampaignFeed(reader: reader, preparer: plan.preparer(sends: [provider], recordsUnroutable: index == 0), reopen: reopen))
+            }
+        } else {
+            feeds.append(CampaignFeed(reader: plan.reader, preparer: plan.preparer(sends: Set(providers), recordsUnroutable: true), reopen: plan.reopen))
+        }
+
+        if let jitter, jitter > .zero {
+            let bound = UInt64(jitter.components.seconds) * 1_000_000_000 + UInt64(jitter.components.attoseconds / 1_000_000_000)
+            let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(getpid())).next(below: bound + 1)
+            if !parsed.flag("quiet") { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
+            Thread.sleep(forTimeInterval: Double(delay) / 1e9)
+        }
 
         let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
         let output = CampaignOutput(
@@ -311,14 +526,38 @@ enum SendCommand {
             prunePath: parsed.value("prune") ?? base + ".prune.csv",
             summaryPath: parsed.value("summary"),
             progress: !parsed.flag("quiet") && (parsed.flag("progress") || isatty(2) != 0))
-        let run = CampaignRun(reader: plan.reader, preparer: plan.preparer, settings: settings, client: client,
-                              connections: connections, workers: try CommonOptions.workers(parsed), output: output,
-                              totalRows: plan.totalRows, reopen: plan.reopen, log: { FileHandle.standardError.write(Data($0.utf8)) })
+        let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
+                              started: { stopBox.attach($0) }, log: { FileHandle.standardError.write(Data($0.utf8)) })
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }
         Console.error(summary.text)
+        if let accessTokens { Console.error("fcm: \(accessTokens.fetchCount) access-token requests") }
         Console.error("results: \(output.resultsPath)\nprune:   \(output.prunePath)")
         if let reason = summary.stoppedBecause { Console.error("pushcast: stopped: \(reason)") }
         return ExitStatus(rawValue: summary.exitStatus) ?? .stopped
+    }
+}
+
+/// Carries a stop request from a thread that starts before the run (the FCM token refresher) to
+/// the run's outcome channel, once there is one.
+final class StopSignal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var channel: OutcomeChannel?
+    private var pending: String?
+
+    func attach(_ channel: OutcomeChannel) {
+        lock.lock()
+        self.channel = channel
+        let reason = pending
+        lock.unlock()
+        if let reason { channel.stop(reason: reason) }
+    }
+
+    func stop(_ reason: String) {
+        lock.lock()
+        let channel = self.channel
+        if channel == nil { pending = reason }
+        lock.unlock()
+        channel?.stop(reason: reason)
     }
 }

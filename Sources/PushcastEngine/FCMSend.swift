@@ -1,0 +1,300 @@
+import Foundation
+import PushcastCore
+import PushcastFCM
+import PushcastReactor
+import PushcastTransport
+import PushcastWire
+
+/// Why the OAuth2 token endpoint gave no access token.
+public struct FCMTokenFetchError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    /// The endpoint refused the credential itself (a key that does not match, a deleted account):
+    /// retrying cannot help, and the run stops with exit 2.
+    public let isCredentialRejected: Bool
+    public init(_ description: String, isCredentialRejected: Bool) {
+        self.description = description
+        self.isCredentialRejected = isCredentialRejected
+    }
+}
+
+/// The OAuth2 access token every FCM worker shares (protocol-facts.md 2.2). One fetch at a time,
+/// on its own thread: the first before any send, then about 5 minutes before expiry (a tenth of
+/// the lifetime for short-lived tokens), and at once when FCM answers 401 to the current token.
+public final class FCMAccessTokens: @unchecked Sendable {
+    private struct State {
+        var token: String? = nil
+        var generation: UInt64 = 0
+        var refreshAtNanoseconds: UInt64 = 0
+        var expiresAtNanoseconds: UInt64 = 0
+        /// FCM refused this generation: fetch a new one now, and hand out none until it comes.
+        var rejectedGeneration: UInt64 = 0
+        /// The generation fetched because its predecessor was refused; refused too means the
+        /// credential itself is bad.
+        var fetchedAfterRejection: UInt64 = 0
+        var fetches = 0
+        var closed = false
+        var fatal: String? = nil
+    }
+
+    private let fetch: @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>
+    private let clock: MonotonicClock
+    private let condition = NSCondition()
+    private var state = State()
+    private var thread: Thread?
+    /// Called once, from the refresher thread, when no token can be had any more.
+    private var onFatal: (@Sendable (String) -> Void)?
+
+    /// `fetch` performs one token request (blocking); it runs on the refresher thread only.
+    public init(clock: MonotonicClock, fetch: @escaping @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>) {
+        self.clock = clock
+        self.fetch = fetch
+    }
+
+    /// Token-endpoint calls so far.
+    public var fetchCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.fetches
+    }
+
+    /// The first token, fetched before anything is sent: a refused credential stops the run here.
+    public func start(onFatal: @escaping @Sendable (String) -> Void) throws(FCMTokenFetchError) {
+        let first = fetch()
+        condition.lock()
+        state.fetches += 1
+        condition.unlock()
+        switch first {
+        case .failure(let error): throw error
+        case .success(let token): install(token)
+        }
+        self.onFatal = onFatal
+        let thread = Thread { [self] in refreshLoop() }
+        thread.name = "fcm-oauth"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Stops the refresher thread.
+    public func close() {
+        condition.lock()
+        state.closed = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// The current token and its generation; nil while a refused or expired token is replaced.
+    public func current() -> (token: String, generation: UInt64)? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let token = state.token, state.rejectedGeneration != state.generation,
+              clock.nowNanoseconds() < state.expiresAtNanoseconds else { return nil }
+        return (token, state.generation)
+    }
+
+    /// FCM answered 401 to a request that carried this generation.
+    public func rejected(generation: UInt64) -> CredentialDecision {
+        condition.lock()
+        defer { condition.unlock() }
+        if let fatal = state.fatal { return .stop(fatal) }
+        guard generation == state.generation else { return .retry }  // a newer token is already here
+        if generation == state.fetchedAfterRejection {
+            return .stop("FCM refused a freshly issued access token (401 UNAUTHENTICATED); check that the service account may send for this project")
+        }
+        if state.rejectedGeneration != generation {
+            state.rejectedGeneration = generation
+            condition.signal()
+        }
+        return .retry
+    }
+
+    private func install(_ token: OAuthAccessToken) {
+        let now = clock.nowNanoseconds()
+        let lifetime = UInt64(max(1, token.expiresInSeconds)) * 1_000_000_000
+        // Refresh about 5 minutes early; for short-lived tokens, a tenth of their lifetime early.
+        let lead = min(300_000_000_000, lifetime / 10)
+        condition.lock()
+        if state.rejectedGeneration == state.generation && state.generation > 0 {
+            state.fetchedAfterRejection = state.generation + 1
+        }
+        state.generation += 1
+        state.token = token.accessToken
+        state.expiresAtNanoseconds = now + lifetime
+        state.refreshAtNanoseconds = now + lifetime - lead
+        condition.unlock()
+    }
+
+    private func refreshLoop() {
+        var failures = 0
+        while true {
+            condition.lock()
+            while !state.closed {
+                let now = clock.nowNanoseconds()
+                let due = state.rejectedGeneration == state.generation || now >= state.refreshAtNanoseconds
+                if due { break }
+                let wait = Double(state.refreshAtNanoseconds - now) / 1e9
+                _ = condition.wait(until: Date(timeIntervalSinceNow: min(wait, 1.0)))
+            }
+            if state.closed {
+                condition.unlock()
+                return
+            }
+            state.fetches += 1
+            condition.unlock()
+
+            switch fetch() {
+            case .success(let token):
+                failures = 0
+                install(token)
+            case .failure(let error):
+                failures += 1
+                let expired = clock.nowNanoseconds() >= expiresAt
+                if error.isCredentialRejected || (expired && failures >= 5) {
+                    let message = "cannot renew the FCM access token: \(error.description)"
+                    condition.lock()
+                    state.fatal = message
+                    state.closed = true
+                    condition.unlock()
+                    onFatal?(message)
+                    return
+                }
+                // A passing failure (5xx, a lost connection): try again after a back-off.
+                condition.lock()
+                state.refreshAtNanoseconds = clock.nowNanoseconds() + UInt64(min(30, 1 << min(failures, 5))) * 1_000_000_000
+                if state.rejectedGeneration == state.generation { state.rejectedGeneration = 0 }
+                condition.unlock()
+            }
+        }
+    }
+
+    private var expiresAt: UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.expiresAtNanoseconds
+    }
+}
+
+/// FCM send settings every worker shares.
+public struct FCMSendSettings: Sendable {
+    public var authority: String
+    /// `/v1/projects/{project}/messages:send`.
+    public var path: String
+    public var tokens: FCMAccessTokens
+    public init(authority: String, project: String, tokens: FCMAccessTokens) {
+        self.authority = authority
+        self.path = FCMProvider.sendPath(project: project)
+        self.tokens = tokens
+    }
+}
+
+/// FCM HTTP v1: `POST /v1/projects/{project}/messages:send` with the shared bearer token.
+public final class FCMAdapter: ProviderAdapter {
+    private let settings: FCMSendSettings
+    private var generation: UInt64 = 0
+    private var headers: [HTTP2Header] = []
+
+    public init(settings: FCMSendSettings) { self.settings = settings }
+
+    public var provider: ProviderID { .fcm }
+    public var credentialPollNanoseconds: UInt64 { 20_000_000 }
+
+    public func request(for n: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)? {
+        guard let (token, current) = settings.tokens.current() else { return nil }
+        if current != generation {
+            generation = current
+            headers = [HTTP2Header("authorization", "Bearer " + token), HTTP2Header("content-type", "application/json")]
+        }
+        return (HTTP2Request(authority: settings.authority, path: settings.path, headers: headers, body: n.payload), current)
+    }
+
+    public func classify(_ response: HTTP2Response) -> ProviderAnswer {
+        let summary = FCMResponseSummary(response: response)
+        let verdict: ProviderVerdict
+        switch summary.verdict {
+        case .delivered(let name): verdict = .delivered(apnsID: nil, fcmName: name)
+        case .prune(let reason): verdict = .prune(reason: reason, unregisteredAt: nil)
+        case .fail(let reason): verdict = .fail(reason: reason)
+        case .retry(let reason, let retryAfter, let throttle): verdict = .retry(reason: reason, retryAfterSeconds: retryAfter, throttle: throttle)
+        case .refreshTokenAndRetry: verdict = .reauthenticate(reason: summary.errorCode ?? "UNAUTHENTICATED")
+        case .stopRun(let reason):
+            verdict = .stopRun(reason: reason, message: "FCM rejected the credential: \(summary.status) \(reason)"
+                + (summary.message.map { " (\($0))" } ?? ""))
+        }
+        return ProviderAnswer(status: summary.status, verdict: verdict)
+    }
+
+    public func credentialRejected(generation: UInt64) -> CredentialDecision {
+        settings.tokens.rejected(generation: generation)
+    }
+}
+
+/// One request, one response, on a connection of its own: the OAuth2 token exchange, which
+/// happens once an hour and must not wait behind a campaign's streams.
+public enum SingleRequest {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private final class Workload: ClientWorkload {
+        var request: HTTP2Request?
+        var result: Result<HTTP2Response, Failure> = .failure(Failure(description: "no answer"))
+        var done = false
+        init(_ request: HTTP2Request) { self.request = request }
+        func nextRequest() -> (request: HTTP2Request, tag: UInt64)? {
+            guard let request else { return nil }
+            self.request = nil
+            return (request, 1)
+        }
+        func received(tag: UInt64, response: HTTP2Response) {
+            result = .success(response)
+            done = true
+        }
+        func failed(tag: UInt64, failure: HTTP2StreamFailure) {
+            result = .failure(Failure(description: "\(failure)"))
+            done = true
+        }
+        var isExhausted: Bool { done }
+        var nextReadyNanoseconds: UInt64? { nil }
+    }
+
+    /// Sends `request` over a fresh connection and waits for the answer.
+    public static func perform(_ request: HTTP2Request, client: ClientConfiguration) -> Result<HTTP2Response, Failure> {
+        let workload = Workload(request)
+        do throws(TransportError) {
+            let worker = try ClientWorker(configuration: client, connectionCount: 1, workload: workload,
+                                          clock: TurnClock(source: SystemMonotonicClock()))
+            try worker.run()
+        } catch {
+            return .failure(Failure(description: error.description))
+        }
+        return workload.result
+    }
+}
+
+/// The OAuth2 token request for a service account, over the TLS + HTTP/2 stack.
+public enum FCMTokenFetcher {
+    public static func fetch(account: FCMServiceAccount, signer: RS256Signer, client: ClientConfiguration, path: String,
+                             nowEpochSeconds: @Sendable () -> Int64) -> Result<OAuthAccessToken, FCMTokenFetchError> {
+        let assertion: String
+        do {
+            assertion = try OAuthAssertion.make(account: account, signer: signer, issuedAt: nowEpochSeconds())
+        } catch {
+            return .failure(FCMTokenFetchError("cannot sign the OAuth2 assertion with \(account.source): \(error.description)",
+                                               isCredentialRejected: true))
+        }
+        let request = HTTP2Request(authority: client.endpoint.authority, path: path,
+                                   headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded"),
+                                             HTTP2Header("accept", "application/json")],
+                                   body: OAuthTokenExchange.requestBody(assertion: assertion))
+        switch SingleRequest.perform(request, client: client) {
+        case .failure(let message):
+            return .failure(FCMTokenFetchError("the token endpoint \(client.endpoint) did not answer: \(message)", isCredentialRejected: false))
+        case .success(let response):
+            switch OAuthTokenExchange.parseResponse(status: response.status, body: response.body) {
+            case .success(let token): return .success(token)
+            case .failure(let error):
+                return .failure(FCMTokenFetchError("the token endpoint \(client.endpoint) refused the service account "
+                    + "\(account.clientEmail) (\(account.source)): \(error.description)", isCredentialRejected: error.isCredentialRejected))
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import PushcastAPNs
+import PushcastCore
+import PushcastWire
+
+/// What a provider's answer means for one notification, in the engine's terms. Each provider's
+/// adapter maps its own error table onto these (protocol-facts.md 1.6 and 2.3).
+public enum ProviderVerdict: Sendable, Equatable {
+    case delivered(apnsID: String?, fcmName: String?)
+    case prune(reason: String, unregisteredAt: String?)
+    case fail(reason: String)
+    /// Retry after a back-off (at least `retryAfterSeconds` when the server said so). `throttle`:
+    /// the provider as a whole is over its quota, so its rate halves and it pauses.
+    case retry(reason: String, retryAfterSeconds: Double?, throttle: Bool)
+    /// The credential was refused as expired: get a fresh one and retry once.
+    case reauthenticate(reason: String)
+    /// The credential itself is bad: record this outcome and stop the run (exit 2).
+    case stopRun(reason: String, message: String)
+}
+
+/// A provider's answer: its HTTP status and what it means.
+public struct ProviderAnswer: Sendable, Equatable {
+    public var status: Int
+    public var verdict: ProviderVerdict
+    public init(status: Int, verdict: ProviderVerdict) {
+        self.status = status
+        self.verdict = verdict
+    }
+}
+
+/// What to do after the provider refused a credential as expired.
+public enum CredentialDecision: Sendable, Equatable {
+    /// A newer credential exists or is being fetched: send again (once it is ready).
+    case retry
+    /// The credential cannot be renewed: stop the run with this message.
+    case stop(String)
+}
+
+/// One provider's side of a `SendWorkload`: builds requests, reads answers, renews credentials.
+/// One adapter per worker thread; anything shared (a JWT, an access token) lives in a `Sendable`
+/// source the adapters hold.
+public protocol ProviderAdapter: AnyObject {
+    var provider: ProviderID { get }
+    /// The request for `notification`, and the generation of the credential it carries; nil when
+    /// no credential is ready yet (ask again after `credentialPollNanoseconds`).
+    func request(for notification: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)?
+    var credentialPollNanoseconds: UInt64 { get }
+    func classify(_ response: HTTP2Response) -> ProviderAnswer
+    /// The provider refused the credential of this generation as expired.
+    func credentialRejected(generation: UInt64) -> CredentialDecision
+}
+
+/// Campaign-wide APNs settings every worker shares.
+public struct APNsSendSettings: Sendable {
+    public var headers: APNsCampaignHeaders
+    /// Token auth: the shared JWT source. Nil with certificate auth.
+    public var tokenSource: APNsTokenSource?
+    public var authority: String
+    public var retry: RetryPolicy
+    /// Retry requests whose fate is unknown (connection lost after writing, timeout).
+    public var retryUnknown: Bool
+
+    public init(headers: APNsCampaignHeaders, tokenSource: APNsTokenSource?, authority: String, retry: RetryPolicy, retryUnknown: Bool) {
+        self.headers = headers
+        self.tokenSource = tokenSource
+        self.authority = authority
+        self.retry = retry
+        self.retryUnknown = retryUnknown
+    }
+}
+
+/// APNs: `POST /3/device/<token>` with the campaign's pre-built headers and the shared JWT.
+public final class APNsAdapter: ProviderAdapter {
+    private let settings: APNsSendSettings
+    private var bearer: APNsBearerToken?
+
+    public init(settings: APNsSendSettings) {
+        self.settings = settings
+        bearer = settings.tokenSource?.current()
+    }
+
+    public var provider: ProviderID { .apns }
+    public var credentialPollNanoseconds: UInt64 { 0 }
+
+    public func request(for n: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)? {
+        var authorization: String? = nil
+        var generation: UInt64 = 0
+        if let source = settings.tokenSource, var cached = bearer {
+            if source.refreshIfNeeded(&cached) { bearer = cached }
+            authorization = cached.authorization
+            generation = cached.generation
+        }
+        let request = HTTP2Request(authority: settings.authority, path: "/3/device/" + n.token,
+                                   headers: settings.headers.headers(authorization: authorization, apnsID: n.apnsID ?? ""),
+                                   body: n.payload)
+        return (request, generation)
+    }
+
+    public func classify(_ response: HTTP2Response) -> ProviderAnswer {
+        let summary = APNsResponseSummary(response: response)
+        let verdict: ProviderVerdict
+        switch summary.verdict {
+        case .delivered: verdict = .delivered(apnsID: summary.apnsID, fcmName: nil)
+        case .prune(let reason): verdict = .prune(reason: reason, unregisteredAt: summary.unregisteredAt)
+        case .fail(let reason): verdict = .fail(reason: reason)
+        // APNs's 429 is per device token (TooManyRequests), not a provider-wide quota: retry that
+        // notification later without slowing the whole campaign.
+        case .retry(let reason): verdict = .retry(reason: reason, retryAfterSeconds: nil, throttle: false)
+        case .refreshTokenAndRetry: verdict = .reauthenticate(reason: "ExpiredProviderToken")
+        case .stopRun(let reason):
+            verdict = .stopRun(reason: reason, message: "APNs rejected the credential: \(summary.status) \(reason)")
+        }
+        return ProviderAnswer(status: summary.status, verdict: verdict)
+    }
+
+    public func credentialRejected(generation: UInt64) -> CredentialDecision {
+        guard let source = settings.tokenSource, let seen = bearer else {
+            return .stop("APNs answered 403 ExpiredProviderToken to certificate authentication")
+        }
+        switch source.refreshAfterExpired(seenToken: seen) {
+        case .refreshed(let fresh):
+            bearer = fresh
+            return .retry
+        case .tooSoon(_, let seconds):
+            return .stop("APNs rejected a provider token signed less than 20 minutes ago as expired "
+                + "(403 ExpiredProviderToken); check this host's clock. A new token may be signed in \(seconds) s.")
+        }
+    }
+}
