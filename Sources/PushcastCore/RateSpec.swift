@@ -15,8 +15,6 @@ public enum RateSpecError: Error, Sendable, Equatable, CustomStringConvertible {
     case negative(part: String)
     case zero(part: String)
     case unknownUnit(unit: String, part: String)
-    /// A duration that does not read as `1h30m`, `10m`, `30s`, `250ms` or a number of seconds.
-    case invalidDuration(text: String, reason: String)
 
     public var description: String {
         switch self {
@@ -37,8 +35,6 @@ public enum RateSpecError: Error, Sendable, Equatable, CustomStringConvertible {
             return "'\(part)': a rate must be above zero"
         case .unknownUnit(let unit, let part):
             return "'\(part)': unknown unit '\(unit)' (use /s, /m, /min or /h)"
-        case .invalidDuration(let text, let reason):
-            return "'\(text)' is not a duration: \(reason) (write for example 10m, 30s, 1h30m, 250ms, or seconds as a plain number)"
         }
     }
 }
@@ -82,43 +78,6 @@ public enum RateSpec {
     }
 
     static func trimmed(_ text: String) -> String { trimmed(Substring(text)) }
-}
-
-/// `--duration` and `--start-jitter`: `10m`, `30s`, `250ms`, `2h`, combinations from the largest
-/// unit down (`1h30m`, `1m30s500ms`), each unit at most once; a plain number is seconds. Numbers
-/// may have a fraction (`1.5h`). Zero is allowed (no jitter); negative values are not.
-public enum DurationSpec {
-    public static func seconds(_ text: String) throws(RateSpecError) -> Double {
-        let body = RateSpec.trimmed(text)
-        func fail(_ reason: String) -> RateSpecError { .invalidDuration(text: text, reason: reason) }
-        if body.isEmpty { throw fail("it is empty") }
-        if body.hasPrefix("-") { throw fail("it is negative") }
-        if let plain = DecimalNumber.parse(body) { return plain }
-        let bytes = Array(body.utf8)
-        // Units from the largest down; each one's rank must fall.
-        let units: [(name: String, seconds: Double)] = [("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001)]
-        var total = 0.0
-        var index = 0
-        var lastRank = -1
-        while index < bytes.count {
-            let numberStart = index
-            while index < bytes.count, (bytes[index] >= 0x30 && bytes[index] <= 0x39) || bytes[index] == UInt8(ascii: ".") { index += 1 }
-            let unitStart = index
-            while index < bytes.count, (bytes[index] | 0x20) >= UInt8(ascii: "a") && (bytes[index] | 0x20) <= UInt8(ascii: "z") { index += 1 }
-            let numberText = String(decoding: bytes[numberStart..<unitStart], as: UTF8.self)
-            let unitText = String(decoding: bytes[unitStart..<index], as: UTF8.self)
-            guard let number = DecimalNumber.parse(numberText) else {
-                throw fail(numberText.isEmpty ? "expected a number at '\(String(decoding: bytes[numberStart...], as: UTF8.self))'" : "'\(numberText)' is not a number")
-            }
-            guard let rank = units.firstIndex(where: { $0.name == unitText }) else {
-                throw fail(unitText.isEmpty ? "'\(numberText)' needs a unit here" : "unknown unit '\(unitText)' (use h, m, s or ms)")
-            }
-            guard rank > lastRank else { throw fail("units must go from the largest down, each once ('\(unitText)' after a smaller or equal one)") }
-            lastRank = rank
-            total += number * units[rank].seconds
-        }
-        return total
-    }
 }
 
 /// A plain decimal: digits, optionally one `.` and more digits (`5`, `2.5`, `.5`, `5.`). No

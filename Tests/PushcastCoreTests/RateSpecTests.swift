@@ -50,37 +50,4 @@ final class RateSpecTests: XCTestCase {
         XCTAssertTrue(RateSpecError.negative(part: "fcm=-1").description.contains("negative"))
         XCTAssertTrue(RateSpecError.missingProvider(part: "500/s").description.contains("fcm=500/s"))
     }
-
-    func testDurations() throws {
-        let cases: [(String, Double)] = [
-            ("10m", 600), ("30s", 30), ("250ms", 0.25), ("2h", 7200), ("1h30m", 5400), ("1m30s500ms", 90.5),
-            ("1h0m5s", 3605), ("90", 90), ("1.5", 1.5), ("1.5h", 5400), ("0", 0), ("0s", 0), (" 5s ", 5), ("1h1ms", 3600.001),
-        ]
-        for (text, seconds) in cases {
-            XCTAssertEqual(try DurationSpec.seconds(text), seconds, accuracy: 1e-9, text)
-        }
-    }
-
-    func testDurationErrors() {
-        let cases: [(String, String)] = [
-            ("", "it is empty"),
-            ("-5s", "it is negative"),
-            ("5x", "unknown unit 'x' (use h, m, s or ms)"),
-            ("5d", "unknown unit 'd' (use h, m, s or ms)"),
-            ("m", "expected a number at 'm'"),
-            ("1h30", "'30' needs a unit here"),
-            ("30m1h", "units must go from the largest down, each once ('h' after a smaller or equal one)"),
-            ("1m1m", "units must go from the largest down, each once ('m' after a smaller or equal one)"),
-            ("1.2.3s", "'1.2.3' is not a number"),
-            ("5 s", "'5' needs a unit here"),
-            ("1e3s", "unknown unit 'e' (use h, m, s or ms)"),
-            ("10M", "unknown unit 'M' (use h, m, s or ms)"),
-        ]
-        for (text, reason) in cases {
-            XCTAssertThrowsError(try DurationSpec.seconds(text), text) {
-                XCTAssertEqual($0 as? RateSpecError, .invalidDuration(text: text, reason: reason), text)
-            }
-        }
-        XCTAssertTrue(RateSpecError.invalidDuration(text: "5x", reason: "r").description.hasPrefix("'5x' is not a duration: r"))
-    }
 }
