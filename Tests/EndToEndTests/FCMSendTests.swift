@@ -1,0 +1,341 @@
+import Foundation
+import XCTest
+
+/// `pushcast send` with mixed iOS/Android lists against `pushcast mock --fcm`, over real TLS, as
+/// separate processes: routing, both providers' outcome tables, OAuth2 refresh, rate limits and
+/// Retry-After pauses.
+final class FCMSendTests: XCTestCase {
+    /// A running `pushcast mock --fcm` child: the APNs listener, the FCM listener and their credentials.
+    final class Mock {
+        let process = Process()
+        let apnsPort: Int
+        var fields: [String: String] = [:]
+        let caFile: String
+        let logPath: String
+        private let out: Pipe
+
+        init(directory: String, extra: [String]) throws {
+            caFile = directory + "/ca.pem"
+            logPath = directory + "/mock.log"
+            process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+            process.arguments = ["mock", "--port", "0", "--workers", "2", "--write-ca", caFile, "--write-apns-key", directory,
+                                 "--fcm", "--write-fcm-credentials", directory, "--log", logPath, "--duration", "300s"] + extra
+            out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var text = ""
+            while !text.contains("FCM_ENDPOINT=") || !text.hasSuffix("\n") {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            for line in text.split(separator: "\n") {
+                for pair in line.split(separator: " ") {
+                    let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                    if kv.count == 2 { fields[kv[0]] = kv[1] }
+                }
+            }
+            guard let port = fields["PORT"].flatMap(Int.init), fields["FCM_ENDPOINT"] != nil, fields["FCM_CREDENTIALS"] != nil else {
+                throw CocoaError(.fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "mock said: \(text)"])
+            }
+            apnsPort = port
+        }
+
+        /// The flags that point `pushcast send` at this mock, for both providers.
+        var sendFlags: [String] {
+            ["--apns-key", fields["APNS_KEY"]!, "--apns-key-id", fields["APNS_KEY_ID"]!, "--apns-team-id", fields["APNS_TEAM_ID"]!,
+             "--apns-endpoint", "https://127.0.0.1:\(apnsPort)", "--apns-topic", "com.example.app",
+             "--fcm-credentials", fields["FCM_CREDENTIALS"]!, "--fcm-endpoint", fields["FCM_ENDPOINT"]!, "--ca-file", caFile]
+        }
+
+        /// Stops the mock and returns its final counters (the JSON it prints on exit).
+        func stop() -> [String: Any] {
+            if process.isRunning { process.interrupt() }
+            process.waitUntilExit()
+            let rest = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let json = rest.split(separator: "\n").last.map(String.init) ?? "{}"
+            return (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
+        }
+
+        var log: [[String: Any]] {
+            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+    }
+
+    /// What a generated row should end as.
+    struct Expected: Equatable {
+        var provider: String
+        var outcome: String
+        var reason: String?
+        var attempts: Int?
+    }
+
+    struct Fixture {
+        let directory: String
+        var tokens: String { directory + "/tokens.csv" }
+        var payload: String { directory + "/payload.json" }
+        var message: String { directory + "/message.json" }
+        var results: String { directory + "/results.ndjson" }
+        var prune: String { directory + "/prune.csv" }
+        var expected: [Expected] = []
+        var tokenOfRow: [String] = []
+    }
+
+    override func setUpWithError() throws {
+        guard FileManager.default.isExecutableFile(atPath: BinaryTests.binary) else {
+            XCTFail("the pushcast binary is not built at \(BinaryTests.binary): run `swift build` (make test does)")
+            throw CocoaError(.fileNoSuchFile)
+        }
+    }
+
+    private static let fcmAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+    /// An FCM-looking opaque token: mixed case, which must survive untouched.
+    private static func fcmToken(_ generator: inout SystemRandomNumberGenerator, prefix: String = "f") -> String {
+        prefix + String((0..<21).map { _ in fcmAlphabet.randomElement(using: &generator)! }) + ":APA91b"
+            + String((0..<134).map { _ in fcmAlphabet.randomElement(using: &generator)! })
+    }
+
+    private static func apnsToken(_ generator: inout SystemRandomNumberGenerator) -> String {
+        // Ordinary tokens start with 0-3, so none collides with the mock's prefixes by chance.
+        String(format: "%02x", UInt8.random(in: 0...0x3f, using: &generator))
+            + (1..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// `rows` rows, alternating ios and android. `kinds` picks each row's case from its index.
+    private func makeFixture(rows: Int, androidOnly: Bool = false, kind: (Int) -> String = { _ in "ok" }) throws -> Fixture {
+        let directory = NSTemporaryDirectory() + "pushcast-fcm-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var fixture = Fixture(directory: directory)
+        var generator = SystemRandomNumberGenerator()
+        var lines = ["device_id,token,platform,first_name"]
+        var earlier: [String: [String]] = ["ios": [], "android": []]
+        for i in 0..<rows {
+            let platform = i % 2 == 0 && !androidOnly ? "ios" : "android"
+            let provider = platform == "ios" ? "apns" : "fcm"
+            var token = platform == "ios" ? Self.apnsToken(&generator) : Self.fcmToken(&generator)
+            var expected = Expected(provider: provider, outcome: "delivered", reason: nil, attempts: 1)
+            func prefixed(_ prefix: String) -> String { prefix + token.dropFirst(prefix.count) }
+            switch kind(i) {
+            case "dead":
+                token = prefixed("dead")
+                expected = Expected(provider: provider, outcome: "pruned", reason: provider == "apns" ? "Unregistered" : "UNREGISTERED", attempts: 1)
+            case "bad":
+                token = prefixed("bad0")
+                expected = Expected(provider: provider, outcome: "pruned", reason: provider == "apns" ? "BadDeviceToken" : "INVALID_ARGUMENT", attempts: 1)
+            case "mismatch" where provider == "fcm":
+                token = prefixed("mism")
+                expected = Expected(provider: provider, outcome: "pruned", reason: "SENDER_ID_MISMATCH", attempts: 1)
+            case "503":
+                token = prefixed("5030")
+                expected.attempts = 2
+            case "429":
+                token = prefixed("4290")
+                expected.attempts = 2
+            case "invalid":
+                token = provider == "apns" ? "zz" + token.dropFirst(2) : "has space" + token
+                expected = Expected(provider: provider, outcome: "invalid", reason: "InvalidToken", attempts: nil)
+            case "duplicate" where !earlier[platform]!.isEmpty:
+                token = earlier[platform]![i % earlier[platform]!.count]
+                expected = Expected(provider: provider, outcome: "duplicate", reason: "Duplicate", attempts: nil)
+            default:
+                break
+            }
+            if expected.outcome == "delivered" && expected.attempts == 1 && earlier[platform]!.count < 300 { earlier[platform]!.append(token) }
+            fixture.expected.append(expected)
+            fixture.tokenOfRow.append(token)
+            let quoted = token.contains(" ") ? "\"\(token)\"" : token
+            lines.append("d\(i + 1),\(quoted),\(platform),\"N\u{e9}e \u{645}\u{631}, \(i)\"")
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: fixture.tokens, atomically: true, encoding: .utf8)
+        try #"{"aps":{"alert":{"title":"Hi {{first_name}}","body":"x"}}}"#.write(toFile: fixture.payload, atomically: true, encoding: .utf8)
+        try #"{"notification":{"title":"Hi {{first_name}}"},"data":{"device":"{{device_id}}"},"android":{"priority":"high"}}"#
+            .write(toFile: fixture.message, atomically: true, encoding: .utf8)
+        return fixture
+    }
+
+    private func send(_ fixture: Fixture, _ mock: Mock, _ extra: [String] = [], seconds: Double = 300) throws -> PushcastRun {
+        try runPushcast(["send", fixture.tokens, "--payload", fixture.payload, "--fcm-payload", fixture.message]
+                        + mock.sendFlags + ["--results", fixture.results, "--prune", fixture.prune, "--quiet"] + extra, seconds: seconds)
+    }
+
+    private func results(_ fixture: Fixture) throws -> [Int: [String: Any]] {
+        let text = try String(contentsOfFile: fixture.results, encoding: .utf8)
+        var byRow: [Int: [String: Any]] = [:]
+        for line in text.split(separator: "\n") {
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let row = try XCTUnwrap(object["row"] as? Int)
+            XCTAssertNil(byRow[row], "row \(row) has two lines")
+            byRow[row] = object
+        }
+        return byRow
+    }
+
+    /// The acceptance run: 50,000 mixed rows; every row exactly one outcome, right per prefix and
+    /// provider; both providers' dead tokens in the prune file; one access token for the run.
+    func testMixedFiftyThousandRows() throws {
+        let rows = 50_000
+        let fixture = try makeFixture(rows: rows) { i in
+            // Three FCM rows early and together are answered 429 with Retry-After (1 s): one pause.
+            if i == 301 || i == 303 || i == 305 { return "429" }
+            switch i % 100 {
+            case 0, 1, 2, 3: return "dead"
+            case 4, 5: return "bad"
+            case 7: return "mismatch"
+            case 8, 9: return "503"
+            case 10: return "429"  // even rows: APNs's per-token 429, retried without pausing anything
+            case 12, 13: return "invalid"
+            case 14, 15: return "duplicate"
+            default: return "ok"
+            }
+        }
+        let mock = try Mock(directory: fixture.directory, extra: [])
+        let run = try send(fixture, mock)
+        let statistics = mock.stop()
+        XCTAssertEqual(run.status, 0, run.stderr)
+
+        let byRow = try results(fixture)
+        XCTAssertEqual(byRow.count, rows)
+        var prunable: Set<String> = []
+        for (index, expected) in fixture.expected.enumerated() {
+            guard let line = byRow[index + 1] else {
+                XCTFail("row \(index + 1) has no result")
+                continue
+            }
+            let what = "row \(index + 1) (\(expected))"
+            XCTAssertEqual(line["provider"] as? String, expected.provider, what)
+            XCTAssertEqual(line["outcome"] as? String, expected.outcome, what)
+            XCTAssertEqual(line["reason"] as? String, expected.reason, what)
+            if let attempts = expected.attempts { XCTAssertEqual(line["attempts"] as? Int, attempts, what) }
+            if expected.outcome == "delivered" && expected.provider == "fcm" {
+                XCTAssertTrue((line["fcm_name"] as? String)?.hasPrefix("projects/pushcast-demo/messages/") ?? false, what)
+                // FCM tokens are opaque and case-sensitive: sent and recorded exactly as read.
+                XCTAssertEqual(line["token"] as? String, fixture.tokenOfRow[index], what)
+            }
+            if expected.outcome == "pruned" || expected.outcome == "invalid" {
+                prunable.insert(expected.outcome == "invalid" ? (line["token"] as? String ?? "") : fixture.tokenOfRow[index])
+            }
+        }
+
+        // The prune file: exactly the dead, bad, mismatched and invalid tokens of both providers.
+        let pruneLines = try String(contentsOfFile: fixture.prune, encoding: .utf8).split(separator: "\n").dropFirst()
+        var pruned: Set<String> = []
+        var pruneProviders: Set<String> = []
+        for line in pruneLines {
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            let token = fields[0].hasPrefix("\"") ? String(fields[0].dropFirst().dropLast()) : String(fields[0])
+            pruned.insert(token)
+            pruneProviders.insert(String(fields[1]))
+        }
+        XCTAssertEqual(pruned, prunable)
+        XCTAssertEqual(pruneProviders, ["apns", "fcm"])
+
+        // The mock: no token delivered twice, per provider; one access token for the whole run.
+        var delivered: [String: Int] = [:]
+        for entry in mock.log where entry["status"] as? Int == 200 {
+            guard let provider = entry["provider"] as? String, let token = entry["token"] as? String else { continue }
+            delivered[provider + " " + token, default: 0] += 1
+        }
+        XCTAssertEqual(delivered.values.filter { $0 > 1 }.count, 0, "tokens delivered twice")
+        let fcm = try XCTUnwrap(statistics["fcm"] as? [String: Any], "\(statistics)")
+        XCTAssertEqual(fcm["token_requests"] as? Int, 1, "\(fcm)")
+        XCTAssertLessThanOrEqual(fcm["max_concurrent_streams"] as? Int ?? 0, 100)
+        XCTAssertEqual((fcm["status"] as? [String: Any])?["401"] as? Int ?? 0, 0)
+    }
+
+    /// `--rate fcm=2000/s` over 10 s: the mock sees 2000/s ± 5 % in every second after the first.
+    /// Access tokens live 3 s here, so the run also renews them mid-run, and no request may fail
+    /// (or even be refused) because of it. (Android rows only: on 2 cores, full-speed APNs traffic
+    /// alongside would take CPU from the FCM workers and this would measure the machine.)
+    func testFCMRateLimitAndTokenRefreshMidRun() throws {
+        let fixture = try makeFixture(rows: 20_000, androidOnly: true)
+        let mock = try Mock(directory: fixture.directory, extra: ["--fcm-token-ttl", "3"])
+        let run = try send(fixture, mock, ["--rate", "fcm=2000/s"])
+        let statistics = mock.stop()
+        XCTAssertEqual(run.status, 0, run.stderr)
+
+        let times = mock.log.filter { $0["provider"] as? String == "fcm" && $0["path"] as? String != "/token" }
+            .compactMap { $0["mono_ms"] as? Int }.sorted()
+        XCTAssertEqual(times.count, 20_000)
+        guard let first = times.first, let last = times.last else { return }
+        var windowStart = first + 1000
+        var windows = 0
+        while windowStart + 1000 <= last {
+            let count = times.filter { $0 >= windowStart && $0 < windowStart + 1000 }.count
+            XCTAssertEqual(Double(count), 2000, accuracy: 100, "FCM requests in the second starting \(windowStart - first) ms in")
+            windowStart += 1000
+            windows += 1
+        }
+        XCTAssertGreaterThanOrEqual(windows, 7)
+
+        let byRow = try results(fixture)
+        XCTAssertEqual(byRow.count, 20_000)
+        XCTAssertTrue(byRow.values.allSatisfy { $0["outcome"] as? String == "delivered" && $0["attempts"] as? Int == 1 })
+        let fcm = try XCTUnwrap(statistics["fcm"] as? [String: Any])
+        XCTAssertGreaterThanOrEqual(fcm["token_requests"] as? Int ?? 0, 3, "a 10 s run with 3 s tokens renews them")
+        XCTAssertEqual((fcm["status"] as? [String: Any])?["401"] as? Int ?? 0, 0, "a token was used after it expired")
+    }
+
+    /// A 429 with `Retry-After: 2` pauses FCM as a whole for 2 s, while APNs carries on.
+    func testRetryAfterPausesFCMWhileAPNsContinues() throws {
+        let fixture = try makeFixture(rows: 6_000) { $0 == 1001 ? "429" : "ok" }
+        let mock = try Mock(directory: fixture.directory, extra: ["--fcm-retry-after", "2"])
+        let run = try send(fixture, mock, ["--rate", "apns=1000/s,fcm=1000/s"])
+        _ = mock.stop()
+        XCTAssertEqual(run.status, 0, run.stderr)
+
+        let log = mock.log.filter { $0["path"] as? String != "/token" }
+        let throttled = try XCTUnwrap(log.first { $0["provider"] as? String == "fcm" && $0["status"] as? Int == 429 })
+        let t429 = try XCTUnwrap(throttled["mono_ms"] as? Int)
+        let window = (t429 + 100)..<(t429 + 2000)
+        let fcmInWindow = log.filter { $0["provider"] as? String == "fcm" && window.contains($0["mono_ms"] as? Int ?? -1) }
+        let apnsInWindow = log.filter { $0["provider"] as? String == "apns" && window.contains($0["mono_ms"] as? Int ?? -1) }
+        XCTAssertEqual(fcmInWindow.count, 0, "FCM requests during the Retry-After pause")
+        XCTAssertGreaterThan(apnsInWindow.count, 1000, "APNs must carry on during FCM's pause")
+
+        let byRow = try results(fixture)
+        XCTAssertEqual(byRow.count, 6_000)
+        XCTAssertEqual(byRow[1002]?["outcome"] as? String, "delivered")
+        XCTAssertEqual(byRow[1002]?["attempts"] as? Int, 2)
+        XCTAssertTrue(byRow.values.allSatisfy { $0["outcome"] as? String == "delivered" })
+    }
+
+    /// A service account whose key is not the one the token endpoint knows: exit 2 before the
+    /// first send, a clear message, and no secret in it.
+    func testServiceAccountWithTheWrongKeyStopsTheRun() throws {
+        let fixture = try makeFixture(rows: 100)
+        let mock = try Mock(directory: fixture.directory, extra: [])
+        let otherDirectory = fixture.directory + "/other"
+        try FileManager.default.createDirectory(atPath: otherDirectory, withIntermediateDirectories: true)
+        let other = try Mock(directory: otherDirectory, extra: [])
+        _ = other.stop()
+        var flags = mock.sendFlags
+        let index = try XCTUnwrap(flags.firstIndex(of: "--fcm-credentials"))
+        flags[index + 1] = try XCTUnwrap(other.fields["FCM_CREDENTIALS"])
+        let run = try runPushcast(["send", fixture.tokens, "--payload", fixture.payload, "--fcm-payload", fixture.message] + flags
+                                  + ["--fcm-token-uri", try XCTUnwrap(mock.fields["FCM_TOKEN_URI"]), "--results", fixture.results,
+                                     "--prune", fixture.prune, "--quiet"])
+        let statistics = mock.stop()
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertTrue(run.stderr.contains("refused the service account"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("invalid_grant"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("PRIVATE KEY"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("eyJ"), "a JWT leaked into the message: \(run.stderr)")
+        XCTAssertEqual(statistics["requests"] as? Int, 0, "nothing may be sent before the credential works")
+        XCTAssertEqual((statistics["fcm"] as? [String: Any])?["requests"] as? Int, 0)
+    }
+
+    /// `check` refuses a list whose rows need a provider that has no credentials.
+    func testCheckNamesTheProviderWithoutCredentials() throws {
+        let fixture = try makeFixture(rows: 10)
+        let mock = try Mock(directory: fixture.directory, extra: [])
+        let run = try runPushcast(["check", fixture.tokens, "--payload", fixture.payload, "--apns-topic", "com.example.app",
+                                   "--apns-key", mock.fields["APNS_KEY"]!, "--apns-key-id", "KEY0000001", "--apns-team-id", "TEAM000001"])
+        _ = mock.stop()
+        XCTAssertEqual(run.status, 2, run.stdout + run.stderr)
+        XCTAssertTrue(run.stderr.contains("5 rows need fcm, which has no credentials"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("--fcm-credentials"), run.stderr)
+    }
+}
