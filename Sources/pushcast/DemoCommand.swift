@@ -4,37 +4,56 @@ import PushcastCommandLine
 import PushcastMock
 import PushcastReactor
 
-/// `pushcast demo`: a real campaign against the embedded mock. It makes a throw-away CA and APNs
-/// key pair, starts the mock on loopback with realistic faults (latency, GOAWAY, provider-token
-/// checks), and sends data/demo/tokens.csv through `pushcast send`'s own code path.
+/// `pushcast demo`: a real mixed iOS/Android campaign against the embedded mock. It makes a
+/// throw-away CA and APNs key pair, starts the mock on loopback with APNs and FCM (a generated
+/// service account and its OAuth2 token endpoint) and realistic faults (latency, GOAWAY,
+/// provider-token and bearer checks), and sends data/demo/tokens.csv through `pushcast send`'s own
+/// code path: iOS rows to APNs, Android rows to FCM.
 enum DemoCommand {
     static let spec = CommandSpec(
         name: "pushcast demo",
-        summary: "Send the demo campaign (data/demo/tokens.csv) to the embedded mock APNs and show what happened.",
+        summary: "Send the demo campaign (data/demo/tokens.csv, iOS and Android) to the embedded mock APNs and FCM and show what happened.",
         options: [
-            .value("tokens", metavar: "FILE", help: "token file to send; made (100,000 rows) when missing", defaultDescription: "data/demo/tokens.csv"),
-            .value("payload", metavar: "FILE", help: "payload template", defaultDescription: "data/demo/payload.json"),
-            .value("rows", metavar: "N", help: "rows to generate when the token file is missing", defaultDescription: "100000"),
+            .value("tokens", metavar: "FILE", help: "token file to send; made (100,000 iOS and Android rows) when missing, "
+                   + "and the default file also when an older demo left it without Android rows", defaultDescription: "data/demo/tokens.csv"),
+            .value("payload", metavar: "FILE", help: "APNs payload template", defaultDescription: "data/demo/payload.json"),
+            .value("fcm-payload", metavar: "FILE", help: "FCM message template", defaultDescription: "data/demo/fcm-message.json"),
+            .value("rows", metavar: "N", help: "rows to generate when the token file is made", defaultDescription: "100000"),
             .value("latency-ms", metavar: "MS", help: "mock answer latency", defaultDescription: "20"),
             .value("goaway-after", metavar: "N", help: "mock sends GOAWAY after N requests per connection", defaultDescription: "10000"),
-            .value("connections", metavar: "N", help: "connections", defaultDescription: "4"),
+            .value("connections", metavar: "N", help: "connections to APNs", defaultDescription: "4"),
+            .value("fcm-connections", metavar: "N", help: "connections to FCM", defaultDescription: "4"),
             .value("out", metavar: "DIR", help: "where the results and prune files go", defaultDescription: "a new temporary directory"),
             CommonOptions.io,
         ])
 
     static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
-        let tokens = parsed.value("tokens") ?? "data/demo/tokens.csv"
+        let defaultTokens = "data/demo/tokens.csv"
+        let tokens = parsed.value("tokens") ?? defaultTokens
         let payload = parsed.value("payload") ?? "data/demo/payload.json"
-        if !FileManager.default.fileExists(atPath: tokens) {
+        let fcmPayload = parsed.value("fcm-payload") ?? "data/demo/fcm-message.json"
+        // data/demo/tokens.csv is the demo's own (gitignored) output: one that an older, APNs-only
+        // demo left behind (no Android rows, see DemoData.isCurrent) is written again, so that the
+        // demo never quietly stays APNs-only. Any other file named with --tokens is the user's and
+        // is only ever written when it is missing.
+        let exists = FileManager.default.fileExists(atPath: tokens)
+        let stale = exists && tokens == defaultTokens && !DemoData.isCurrent(path: tokens)
+        if !exists || stale {
             let rows = try parsed.int("rows", default: 100_000, range: 1...10_000_000)
-            Console.error("pushcast demo: writing \(rows) demo rows to \(tokens)")
+            Console.error("pushcast demo: writing \(rows) demo rows (iOS and Android) to \(tokens)"
+                + (stale ? " (the file there has no Android rows: an older demo's)" : ""))
             try? FileManager.default.createDirectory(atPath: (tokens as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try CommonOptions.write(DemoData.generate(rows: rows, seed: 2026), to: tokens)
         }
         let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-demo")
         let out = parsed.value("out") ?? directory
+        do { try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true) } catch {
+            throw CommandFailure("cannot create \(out): \(error.localizedDescription)")
+        }
 
-        // The mock: token auth with a key pair made now, 20 ms latency, GOAWAY every 50,000.
+        // The mock: APNs token auth with a key pair made now; FCM with a service account made now
+        // (the mock writes it, with its own token endpoint as token_uri); 20 ms latency and a
+        // GOAWAY every 10,000 requests per connection on both.
         let pair: APNsKeyPair
         do { pair = try APNsKeyPair.generate() } catch { throw CommandFailure(error.description) }
         let keyPath = directory + "/apns-key.p8"
@@ -51,17 +70,26 @@ enum DemoCommand {
         } catch {
             throw CommandFailure(error.description)
         }
+        configuration.fcm = MockFCMConfiguration(credentials: .generated(directory: directory))
         let mock: MockServer
         do { mock = try MockServer(configuration: configuration) } catch { throw CommandFailure(error.description) }
         let caFile = directory + "/ca.pem"
         try CommonOptions.write(mock.authorityCertificatePEM!, to: caFile)
-        Console.error("pushcast demo: mock APNs on 127.0.0.1:\(mock.port): provider-token checks, \(configuration.behavior.latencyNanoseconds / 1_000_000) ms latency, GOAWAY every \(configuration.behavior.goAwayAfter!) requests per connection")
+        guard let fcm = mock.fcm else {
+            mock.stop()
+            throw CommandFailure("the mock started without its FCM listener")
+        }
+        let faults = "\(configuration.behavior.latencyNanoseconds / 1_000_000) ms latency, GOAWAY every \(configuration.behavior.goAwayAfter!) requests per connection"
+        Console.error("pushcast demo: mock APNs on 127.0.0.1:\(mock.port): provider-token checks, \(faults)")
+        Console.error("pushcast demo: mock FCM on 127.0.0.1:\(fcm.port) (project \(fcm.projectID)): OAuth2 token endpoint \(fcm.tokenURI), bearer checks, \(faults)")
 
         var arguments = [
             tokens, "--payload", payload, "--apns-topic", "com.example.shop",
             "--apns-key", keyPath, "--apns-key-id", keyID, "--apns-team-id", teamID,
             "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", caFile,
             "--connections", String(try parsed.int("connections", default: 4, range: 1...256)),
+            "--fcm-credentials", fcm.credentialsPath, "--fcm-payload", fcmPayload, "--fcm-endpoint", fcm.endpoint,
+            "--fcm-connections", String(try parsed.int("fcm-connections", default: 4, range: 1...256)),
             "--workers", "1", "--campaign", "demo",
             "--results", out + "/tokens.results.ndjson", "--prune", out + "/tokens.prune.csv",
             "--summary", out + "/summary.json", "--progress",
@@ -78,8 +106,14 @@ enum DemoCommand {
             preconditionFailure("the demo never asks for help")
         }
         let statistics = mock.stop()
-        let statuses = statistics.statusCounts.keys.sorted().map { "\($0): \(statistics.statusCounts[$0]!)" }.joined(separator: ", ")
-        Console.error("mock: \(statistics.requests) requests (\(statuses)), \(statistics.connectionsAccepted) connections, \(statistics.goAwaysSent) GOAWAYs, at most \(statistics.streamsOpenMax) streams open on one connection")
+        func statuses(_ counts: [Int: Int]) -> String {
+            counts.keys.sorted().map { "\($0): \(counts[$0]!)" }.joined(separator: ", ")
+        }
+        Console.error("mock APNs: \(statistics.requests) requests (\(statuses(statistics.statusCounts))), \(statistics.connectionsAccepted) connections, "
+            + "\(statistics.goAwaysSent) GOAWAYs, at most \(statistics.streamsOpenMax) streams open on one connection")
+        let f = statistics.fcm
+        Console.error("mock FCM:  \(f.requests) requests (\(statuses(f.statusCounts))), \(f.tokenRequests) token requests (\(f.tokensIssued) tokens issued), "
+            + "\(f.connectionsAccepted) connections, \(f.goAwaysSent) GOAWAYs, at most \(f.streamsOpenMax) streams open on one connection")
         Console.error("summary: \(out)/summary.json")
         return status
     }

@@ -1,11 +1,19 @@
 import Foundation
 import PushcastCore
 
-/// The demo's token file: a `push_devices` export of 100,000 rows with about 3 % dead tokens
-/// (the mock answers 410 to tokens starting `dead`), 1 % malformed tokens, some duplicates, a few
-/// tokens the mock answers 503 or 429 once, and first names in several scripts (some with commas
-/// and quotes, so the CSV quoting is exercised). Deterministic: the same seed gives the same file.
+/// The demo's token file: a `push_devices` export of 100,000 rows, about 60 % iOS (64 hex digits,
+/// sent to APNs) and 40 % Android (opaque FCM registration tokens, sent to FCM), routed by the
+/// `platform` column. In both: about 3 % dead tokens (the mock answers APNs 410 / FCM 404
+/// UNREGISTERED to tokens starting `dead`), 1 % malformed tokens, 1 % duplicates, a few tokens the
+/// mock answers 503 once or 429 once, a few it refuses as bad tokens (`bad0`, and on Android
+/// `mism`, a sender-ID mismatch), and first names in several scripts (Latin, Arabic, Chinese,
+/// Cyrillic; some with commas and quotes, so the CSV quoting is exercised). Deterministic: the
+/// same seed gives the same file.
 enum DemoData {
+    static let header = "device_id,token,platform,user_id,locale,first_name"
+    /// Android rows per mille.
+    static let androidPerMille: UInt64 = 400
+
     static let names = [
         "Alice", "Bob", "\u{645}\u{62D}\u{645}\u{62F}", "\u{641}\u{627}\u{637}\u{645}\u{629}",  // Muhammad, Fatima
         "\u{674E}\u{5A1C}", "\u{738B}\u{4F1F}", "\u{0410}\u{043D}\u{043D}\u{0430}", "\u{0418}\u{0432}\u{0430}\u{043D}",  // Li Na, Wang Wei, Anna, Ivan
@@ -13,31 +21,78 @@ enum DemoData {
     ]
     static let locales = ["en", "ar", "zh-Hans", "ru", "fr", "es"]
 
+    private static let hex = Array("0123456789abcdef")
+    /// The alphabet of FCM registration tokens (base64url).
+    private static let base64URL = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
     static func generate(rows: Int, seed: UInt64) -> String {
         let random = SplitMix64(seed: seed)
-        var lines = ["device_id,token,platform,user_id,locale,first_name"]
+        var lines = [header]
         lines.reserveCapacity(rows + 1)
-        var issued: [String] = []
-        let hex = Array("0123456789abcdef")
+        // Earlier (platform, token) pairs that later rows may repeat (a reinstall under a new device_id).
+        var issued: [(platform: String, token: String)] = []
         for i in 0..<rows {
-            var token = String((0..<64).map { _ in hex[Int(random.next(below: 16))] })
+            let android = random.next(below: 1000) < androidPerMille
+            var platform = android ? "android" : "ios"
+            var token = android ? fcmToken(random) : iosToken(random)
             let draw = random.next(below: 1000)
             switch draw {
-            case 0..<30: token = "dead" + token.dropFirst(4)                       // 3 % unregistered
-            case 30..<40: token = String(token.prefix(Int(10 + random.next(below: 40))))  // 1 % malformed: too short
-            case 40..<45: token = "<" + token.uppercased() + ">"                   // old iOS description format: still valid
-            case 45..<48: token = "5030" + token.dropFirst(4)                      // 503 once, then delivered
-            case 48..<51: token = "4290" + token.dropFirst(4)                      // 429 once, then delivered
-            case 51..<53: token = "bad0" + token.dropFirst(4)                      // 400 BadDeviceToken
-            case 53..<63: if let earlier = issued.randomElement(using: random) { token = earlier }  // 1 % duplicates
-            default: break
+            case 0..<30:
+                token = "dead" + token.dropFirst(4)                                            // 3 % unregistered
+            case 30..<40:                                                                      // 1 % malformed
+                if android {
+                    // A line break turned into a space by a copy and paste, or a spreadsheet's "…".
+                    let cut = 20 + Int(random.next(below: 100))
+                    token = String(token.prefix(cut)) + (random.next(below: 2) == 0 ? " " + token.dropFirst(cut) : "\u{2026}")
+                } else {
+                    token = String(token.prefix(Int(10 + random.next(below: 40))))             // too short
+                }
+            case 40..<45:
+                // Still valid once normalised: the old iOS description format, or FCM spaces around.
+                token = android ? " " + token + " " : "<" + token.uppercased() + ">"
+            case 45..<48:
+                token = "5030" + token.dropFirst(4)                                            // 503 once, then delivered
+            case 48..<51:
+                // 429 once, then delivered. APNs's 429 concerns that one device token; FCM's is the
+                // project's quota, which halves the whole FCM rate and pauses it for the retry-after
+                // (1 s), so Android gets only about one in thirty of these (a handful per run).
+                if !android || random.next(below: 30) == 0 { token = "4290" + token.dropFirst(4) }
+            case 51..<53:
+                token = (android && draw == 51 ? "mism" : "bad0") + token.dropFirst(4)         // refused for good: pruned
+            case 53..<63:
+                if let earlier = issued.randomElement(using: random) { (platform, token) = earlier }  // 1 % duplicates
+            default:
+                break
             }
-            if issued.count < 5000 { issued.append(token) }
+            if issued.count < 5000 { issued.append((platform, token)) }
             let name = names[Int(random.next(below: UInt64(names.count)))]
             let locale = locales[Int(random.next(below: UInt64(locales.count)))]
-            lines.append("dev-\(i + 1),\(token),ios,u\(100_000 + i),\(locale),\(csvField(name))")
+            lines.append("dev-\(i + 1),\(csvField(token)),\(platform),u\(100_000 + i),\(locale),\(csvField(name))")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// 64 hex digits, as APNs issues them.
+    static func iosToken(_ random: SplitMix64) -> String {
+        String((0..<64).map { _ in hex[Int(random.next(below: 16))] })
+    }
+
+    /// The shape of an FCM registration token: a 22-character instance ID, `:APA91b`, then about
+    /// 134 characters of base64url (163 in all; FCM documents no fixed length).
+    static func fcmToken(_ random: SplitMix64) -> String {
+        func chars(_ count: Int) -> String { String((0..<count).map { _ in base64URL[Int(random.next(below: 64))] }) }
+        return chars(22) + ":APA91b" + chars(130 + Int(random.next(below: 9)))
+    }
+
+    /// Whether `path` holds a token file this generator would write today: the same header, and
+    /// Android rows. A file left by an older, APNs-only demo has no Android rows, and the demo
+    /// regenerates it rather than quietly running an APNs-only campaign. (A content check rather
+    /// than a version marker: the file is gitignored and CSV has no room for comments.)
+    static func isCurrent(path: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: path) else { return false }
+        let headerLine = Data((header + "\n").utf8)
+        guard data.starts(with: headerLine) else { return false }
+        return data.range(of: Data(",android,".utf8), in: headerLine.count..<data.count) != nil
     }
 
     static func csvField(_ value: String) -> String {
