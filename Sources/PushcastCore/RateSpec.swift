@@ -1,8 +1,7 @@
-// The command line's rate and duration values: `--rate apns=500/s,fcm=2000/s` and
-// `--duration 10m` / `--start-jitter 30s`. Parsed by hand, byte by byte, with errors that quote
-// the part that is wrong.
+// The command line's rate limits: `--rate apns=500/s,fcm=2000/s`. Parsed by hand, byte by byte,
+// with errors that quote the part that is wrong.
 
-/// Why a rate or duration value cannot be used.
+/// Why a rate value cannot be used.
 public enum RateSpecError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Nothing given (or only commas and spaces).
     case empty

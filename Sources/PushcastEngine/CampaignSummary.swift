@@ -4,26 +4,58 @@ import PushcastCore
 /// One provider's share of the end-of-run figures.
 public struct ProviderFigures: Sendable {
     public var rows = 0
-    public var outcomes: [OutcomeKind: Int] = [:]
+    /// Counts by outcome (`OutcomeCounts`: an array by the kind's position, not a hashed table,
+    /// since this runs once per row).
+    public var outcomes = OutcomeCounts()
     public var reasons: [String: Int] = [:]
     public var latencyMicroseconds = LatencyHistogram()
 
     mutating func record(_ r: OutcomeRecord) {
         rows += 1
-        outcomes[r.outcome, default: 0] += 1
+        outcomes[r.outcome] += 1
+        if r.status != nil { answered += 1 }
         if let reason = r.reason { reasons[reason, default: 0] += 1 }
         if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
     }
 
-    /// Notifications the provider answered.
-    var answered: Int { (outcomes[.delivered] ?? 0) + (outcomes[.pruned] ?? 0) + (outcomes[.failed] ?? 0) }
+    /// Notifications the provider answered (rows that were never sent, such as a provider without
+    /// credentials, do not count).
+    var answered = 0
+}
+
+/// A count per outcome kind.
+public struct OutcomeCounts: Sendable, Sequence {
+    private var counts = [Int](repeating: 0, count: OutcomeKind.allCases.count)
+
+    public init() {}
+
+    private static func index(_ kind: OutcomeKind) -> Int {
+        switch kind {
+        case .delivered: 0
+        case .pruned: 1
+        case .failed: 2
+        case .invalid: 3
+        case .duplicate: 4
+        case .unknown: 5
+        }
+    }
+
+    public subscript(kind: OutcomeKind) -> Int {
+        get { counts[Self.index(kind)] }
+        set { counts[Self.index(kind)] = newValue }
+    }
+
+    /// The kinds with a non-zero count.
+    public func makeIterator() -> some IteratorProtocol<(key: OutcomeKind, value: Int)> {
+        OutcomeKind.allCases.lazy.map { (key: $0, value: self[$0]) }.filter { $0.value > 0 }.makeIterator()
+    }
 }
 
 /// The end-of-run figures: counts per outcome and reason, rate, latency, wall time; overall and
 /// per provider.
 public struct CampaignSummary: Sendable {
     public var rows = 0
-    public var outcomes: [OutcomeKind: Int] = [:]
+    public var outcomes = OutcomeCounts()
     public var reasons: [String: Int] = [:]
     public var latencyMicroseconds = LatencyHistogram()
     public var wallSeconds = 0.0
@@ -32,26 +64,44 @@ public struct CampaignSummary: Sendable {
     public var resultsPath = ""
     public var prunePath = ""
     public var pruned = 0
+    /// Notifications a provider answered.
+    public var answered = 0
     /// Rows by the provider they were meant for (rows with no provider, such as malformed ones,
     /// are only in the totals).
-    public var byProvider: [ProviderID: ProviderFigures] = [:]
+    public var byProvider: [ProviderID: ProviderFigures] {
+        var out: [ProviderID: ProviderFigures] = [:]
+        if let apns { out[.apns] = apns }
+        if let fcm { out[.fcm] = fcm }
+        return out
+    }
+    private var apns: ProviderFigures?
+    private var fcm: ProviderFigures?
     public var retriesByProvider: [ProviderID: Int] = [:]
 
     public init() {}
 
     public mutating func record(_ r: OutcomeRecord) {
         rows += 1
-        outcomes[r.outcome, default: 0] += 1
+        outcomes[r.outcome] += 1
+        if r.status != nil { answered += 1 }
         if let reason = r.reason { reasons[reason, default: 0] += 1 }
         if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
         if r.belongsInPruneFile { pruned += 1 }
-        if let provider = r.provider { byProvider[provider, default: ProviderFigures()].record(r) }
+        switch r.provider {
+        case .apns?:
+            if apns == nil { apns = ProviderFigures() }
+            apns!.record(r)
+        case .fcm?:
+            if fcm == nil { fcm = ProviderFigures() }
+            fcm!.record(r)
+        case nil:
+            break
+        }
     }
 
     /// Notifications that got an answer from the provider per second of wall time.
     public var sentPerSecond: Double {
-        let sent = (outcomes[.delivered] ?? 0) + (outcomes[.pruned] ?? 0) + (outcomes[.failed] ?? 0)
-        return wallSeconds > 0 ? Double(sent) / wallSeconds : 0
+        return wallSeconds > 0 ? Double(answered) / wallSeconds : 0
     }
 
     /// 0 when every row ended in an expected outcome, 1 when some failed or are unknown, 2 when
@@ -64,7 +114,7 @@ public struct CampaignSummary: Sendable {
     public var text: String {
         var lines: [String] = []
         let order: [OutcomeKind] = [.delivered, .pruned, .failed, .invalid, .duplicate, .unknown]
-        lines.append("rows: \(rows)  " + order.map { "\($0.rawValue) \(outcomes[$0] ?? 0)" }.joined(separator: "  "))
+        lines.append("rows: \(rows)  " + order.map { "\($0.rawValue) \(outcomes[$0])" }.joined(separator: "  "))
         if !reasons.isEmpty {
             lines.append("reasons: " + reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -77,7 +127,7 @@ public struct CampaignSummary: Sendable {
             for provider in ProviderID.allCases {
                 guard let p = byProvider[provider] else { continue }
                 let lp = p.latencyMicroseconds
-                lines.append("  \(provider.rawValue): rows \(p.rows)  " + order.map { "\($0.rawValue) \(p.outcomes[$0] ?? 0)" }.joined(separator: "  ")
+                lines.append("  \(provider.rawValue): rows \(p.rows)  " + order.map { "\($0.rawValue) \(p.outcomes[$0])" }.joined(separator: "  ")
                     + String(format: "   %.0f/s   p50 %.1f ms, p99 %.1f ms   retries %d",
                              wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
                              Double(lp.value(atQuantile: 0.5)) / 1000, Double(lp.value(atQuantile: 0.99)) / 1000,
@@ -100,7 +150,7 @@ public struct CampaignSummary: Sendable {
         for (i, kind) in OutcomeKind.allCases.enumerated() {
             if i > 0 { out.append(0x2C) }
             out += "\"\(kind.rawValue)\":".utf8
-            ResultEncoding.appendInteger(outcomes[kind] ?? 0, to: &out)
+            ResultEncoding.appendInteger(outcomes[kind], to: &out)
         }
         out += "},\"reasons\":{".utf8
         for (i, entry) in reasons.sorted(by: { $0.key < $1.key }).enumerated() {
@@ -124,7 +174,7 @@ public struct CampaignSummary: Sendable {
             for (j, kind) in OutcomeKind.allCases.enumerated() {
                 if j > 0 { out.append(0x2C) }
                 out += "\"\(kind.rawValue)\":".utf8
-                ResultEncoding.appendInteger(p.outcomes[kind] ?? 0, to: &out)
+                ResultEncoding.appendInteger(p.outcomes[kind], to: &out)
             }
             out += "},\"reasons\":{".utf8
             for (j, entry) in p.reasons.sorted(by: { $0.key < $1.key }).enumerated() {

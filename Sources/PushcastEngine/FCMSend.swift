@@ -32,6 +32,8 @@ public final class FCMAccessTokens: @unchecked Sendable {
         /// credential itself is bad.
         var fetchedAfterRejection: UInt64 = 0
         var fetches = 0
+        /// After a failed fetch: no new attempt before this, whatever asks for one.
+        var notBeforeNanoseconds: UInt64 = 0
         var closed = false
         var fatal: String? = nil
     }
@@ -58,14 +60,26 @@ public final class FCMAccessTokens: @unchecked Sendable {
     }
 
     /// The first token, fetched before anything is sent: a refused credential stops the run here.
-    public func start(onFatal: @escaping @Sendable (String) -> Void) throws(FCMTokenFetchError) {
-        let first = fetch()
-        condition.lock()
-        state.fetches += 1
-        condition.unlock()
-        switch first {
-        case .failure(let error): throw error
-        case .success(let token): install(token)
+    /// A passing failure (a 5xx, a lost connection) is tried again, up to `startAttempts` times in
+    /// all, `startRetryDelaySeconds` apart and doubling.
+    public func start(startAttempts: Int = 4, startRetryDelaySeconds: Double = 0.5,
+                      onFatal: @escaping @Sendable (String) -> Void) throws(FCMTokenFetchError) {
+        var attempt = 1
+        while true {
+            let result = fetch()
+            condition.lock()
+            state.fetches += 1
+            condition.unlock()
+            switch result {
+            case .success(let token):
+                install(token)
+            case .failure(let error):
+                guard !error.isCredentialRejected && attempt < startAttempts else { throw error }
+                Thread.sleep(forTimeInterval: startRetryDelaySeconds * Double(1 << (attempt - 1)))
+                attempt += 1
+                continue
+            }
+            break
         }
         self.onFatal = onFatal
         let thread = Thread { [self] in refreshLoop() }
@@ -129,10 +143,10 @@ public final class FCMAccessTokens: @unchecked Sendable {
             condition.lock()
             while !state.closed {
                 let now = clock.nowNanoseconds()
-                let due = state.rejectedGeneration == state.generation || now >= state.refreshAtNanoseconds
-                if due { break }
-                let wait = Double(state.refreshAtNanoseconds - now) / 1e9
-                _ = condition.wait(until: Date(timeIntervalSinceNow: min(wait, 1.0)))
+                let wanted = state.rejectedGeneration == state.generation || now >= state.refreshAtNanoseconds
+                if wanted && now >= state.notBeforeNanoseconds { break }
+                let until = wanted ? state.notBeforeNanoseconds : state.refreshAtNanoseconds
+                _ = condition.wait(until: Date(timeIntervalSinceNow: min(Double(until - now) / 1e9, 1.0)))
             }
             if state.closed {
                 condition.unlock()
@@ -145,10 +159,17 @@ public final class FCMAccessTokens: @unchecked Sendable {
             case .success(let token):
                 failures = 0
                 install(token)
+                condition.lock()
+                state.notBeforeNanoseconds = 0
+                condition.unlock()
             case .failure(let error):
                 failures += 1
-                let expired = clock.nowNanoseconds() >= expiresAt
-                if error.isCredentialRejected || (expired && failures >= 5) {
+                condition.lock()
+                let now = clock.nowNanoseconds()
+                // Without a usable token (expired, or refused by FCM), five failures in a row end it.
+                let stuck = now >= state.expiresAtNanoseconds || state.rejectedGeneration == state.generation
+                condition.unlock()
+                if error.isCredentialRejected || (stuck && failures >= 5) {
                     let message = "cannot renew the FCM access token: \(error.description)"
                     condition.lock()
                     state.fatal = message
@@ -157,20 +178,15 @@ public final class FCMAccessTokens: @unchecked Sendable {
                     onFatal?(message)
                     return
                 }
-                // A passing failure (5xx, a lost connection): try again after a back-off.
+                // A passing failure (5xx, a lost connection): try again after a back-off. A refused
+                // token stays refused meanwhile, and more 401s do not cut the back-off short.
                 condition.lock()
-                state.refreshAtNanoseconds = clock.nowNanoseconds() + UInt64(min(30, 1 << min(failures, 5))) * 1_000_000_000
-                if state.rejectedGeneration == state.generation { state.rejectedGeneration = 0 }
+                state.notBeforeNanoseconds = now + UInt64(min(30, 1 << min(failures, 5))) * 1_000_000_000
                 condition.unlock()
             }
         }
     }
 
-    private var expiresAt: UInt64 {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.expiresAtNanoseconds
-    }
 }
 
 /// FCM send settings every worker shares.

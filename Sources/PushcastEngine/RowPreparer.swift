@@ -112,6 +112,9 @@ public struct RowPreparer {
     /// rows that held them.
     private var suspects: [String: [Int]] = [:]
     private var suspectRowMax = 0
+    /// Hashes of the suspects' keys: the second read skips every other row on a hash of its raw
+    /// token, without the full checks (most rows of a file are not suspects).
+    private var suspectHashes = Set<UInt64>()
     /// Filtered mode, second read: the first row of each suspect token.
     private var firstRows: [String: Int] = [:]
     /// One SHA-256 context for the reader thread's apns-id derivations.
@@ -200,6 +203,7 @@ public struct RowPreparer {
                 }
             } else if let filter, key.withUnsafeBytes({ filter.insert($0) }) {
                 suspects[Self.suspectKey(provider, token), default: []].append(view.row)
+                suspectHashes.insert(key.withUnsafeBytes { DuplicateIndex.hash($0) })
                 suspectRowMax = max(suspectRowMax, view.row)
                 return .deferred
             }
@@ -223,7 +227,7 @@ public struct RowPreparer {
     /// final fate of each deferred row as its record comes by (nil for every other record); stop
     /// once `resolveFinished(after:)` says so.
     public mutating func resolve(_ record: InputRecord) -> PreparedRow? {
-        guard case .row(let view) = record, view.row <= suspectRowMax,
+        guard case .row(let view) = record, view.row <= suspectRowMax, mayBeSuspect(view),
               case .valid(let id, let provider, let token) = check(view) else { return nil }
         let suspect = Self.suspectKey(provider, token)
         guard let rows = suspects[suspect] else { return nil }
@@ -237,13 +241,36 @@ public struct RowPreparer {
         return rows.contains(view.row) ? render(view, id: id, provider: provider, token: token) : nil
     }
 
+    /// False when the row's token cannot be a suspect's. Builds a loose key from the raw bytes:
+    /// for APNs without spaces, tabs, line ends, `<` and `>`, lower-cased; for FCM without white
+    /// space. A valid token's loose key is its normalised key, so no suspect is ever missed; a
+    /// false "maybe" only costs the full check.
+    private mutating func mayBeSuspect(_ view: RowView) -> Bool {
+        var provider = layout.defaultProvider
+        if let column = layout.providerColumn, let value = view.field(column), value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
+            guard let parsed = ProviderID(columnBytes: value) else { return false }
+            provider = parsed
+        }
+        guard let raw = view.field(layout.tokenColumn) else { return false }
+        key.removeAll(keepingCapacity: true)
+        key.append(provider == .apns ? 0x61 : 0x66)
+        for byte in raw {
+            switch byte {
+            case 0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D: continue
+            case UInt8(ascii: "<"), UInt8(ascii: ">") where provider == .apns: continue
+            default: key.append(provider == .apns ? byte | 0x20 : byte)
+            }
+        }
+        return suspectHashes.contains(key.withUnsafeBytes { DuplicateIndex.hash($0) })
+    }
+
     /// True once the second read has passed the last deferred row.
     public func resolveFinished(after row: Int) -> Bool { row >= suspectRowMax }
 
     private func check(_ view: RowView) -> Checked {
         let id = layout.idColumn.flatMap { view.string($0) }
         var provider = layout.defaultProvider
-        if let column = layout.providerColumn, let value = view.field(column), value.count > 0 {
+        if let column = layout.providerColumn, let value = view.field(column), value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
             guard let parsed = ProviderID(columnBytes: value) else {
                 guard recordsUnroutable else { return .skip }
                 let text = String(decoding: value, as: UTF8.self)

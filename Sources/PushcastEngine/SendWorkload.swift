@@ -112,17 +112,15 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             guard let fresh = takeFresh() else { return nil }
             tag = fresh
         }
-        guard var notification = slab[tag] else { preconditionFailure("empty slab slot \(tag)") }
+        guard let notification = slab[tag] else { preconditionFailure("empty slab slot \(tag)") }
         guard let (request, credential) = adapter.request(for: notification) else {
             // No credential yet (a refresh is under way): hold this one and ask again soon.
             resend.append(tag)
             heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
             return nil
         }
-        if notification.firstSentNanoseconds == 0 {
-            notification.firstSentNanoseconds = now
-            slab[tag] = notification
-        }
+        // In place: a copy back into the slab would retain and release each of its buffers.
+        if notification.firstSentNanoseconds == 0 { slab[tag]!.firstSentNanoseconds = now }
         credentialOf[tag] = credential
         inFlight += 1
         return (request, UInt64(tag))
@@ -131,7 +129,8 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     public func received(tag: UInt64, response: HTTP2Response) {
         inFlight -= 1
         let index = Int(tag)
-        guard var notification = slab[index] else { preconditionFailure("response for an empty slot") }
+        // Moved out of the slab (no copy); put back only when it is retried.
+        guard var notification = slab[index].take() else { preconditionFailure("response for an empty slot") }
         notification.attempts += 1
         let answer = adapter.classify(response)
         switch answer.verdict {
@@ -160,7 +159,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         case .reauthenticate(let reason):
             switch adapter.credentialRejected(generation: credentialOf[index]) {
             case .retry where policy.retry.mayRetry(attemptsMade: notification.attempts):
-                slab[index] = notification
+                slab[index] = consume notification
                 resend.append(index)
             case .retry:
                 finish(index, notification, .failed, status: answer.status, reason: reason)
@@ -177,9 +176,10 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     public func failed(tag: UInt64, failure: HTTP2StreamFailure) {
         inFlight -= 1
         let index = Int(tag)
-        guard var notification = slab[index] else { preconditionFailure("failure for an empty slot") }
+        guard var notification = slab[index].take() else { preconditionFailure("failure for an empty slot") }
         if failure.isSafeToRetry {
             // Not processed by the server: send again without counting an attempt.
+            slab[index] = notification
             resend.append(index)
             _ = gauge.retries.add(1, ordering: .relaxed)
             return
@@ -265,13 +265,13 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         _ = gauge.retries.add(1, ordering: .relaxed)
     }
 
-    private func finish(_ index: Int, _ n: PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
+    /// `n` has been taken out of the slab; its slot is free again.
+    private func finish(_ index: Int, _ n: consuming PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
                         apnsID: String? = nil, fcmName: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
         outbox.append(OutcomeRecord(row: n.row, id: n.id, token: n.token, provider: adapter.provider, outcome: outcome,
                                     status: status, reason: reason, apnsID: apnsID ?? n.apnsID, fcmName: fcmName,
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
-        slab[index] = nil
         freeTags.append(index)
         if outbox.count >= 256 { outcomes.push(&outbox) }
     }

@@ -91,7 +91,7 @@ enum BenchAPNs {
 
         var report = LoadReport()
         report.requests = requests
-        report.succeeded = summary.outcomes[.delivered] ?? 0
+        report.succeeded = summary.outcomes[.delivered]
         report.statusCounts[200] = report.succeeded
         report.failed = summary.rows - report.succeeded
         report.retried = summary.retries

@@ -363,7 +363,7 @@ enum SendCommand {
             }
             if let sample = samples[provider] { Console.out("first \(what): " + String(decoding: sample.payload, as: UTF8.self)) }
         }
-        Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0] ?? 0)" }.joined(separator: ", "))
+        Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0])" }.joined(separator: ", "))
         if !summary.reasons.isEmpty {
             Console.out("reasons: " + summary.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
