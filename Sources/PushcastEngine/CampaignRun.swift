@@ -89,14 +89,10 @@ public struct ProviderLane: Sendable {
 public struct CampaignFeed {
     public var reader: TokenFileReader
     public var preparer: RowPreparer
-    /// Opens the input again from its first row, for settling deferred possible duplicates
-    /// (`DuplicateDetection.filtered`); nil when the input cannot be read twice.
-    public let reopen: (() throws -> TokenFileReader)?
 
-    public init(reader: TokenFileReader, preparer: RowPreparer, reopen: (() throws -> TokenFileReader)?) {
+    public init(reader: TokenFileReader, preparer: RowPreparer) {
         self.reader = reader
         self.preparer = preparer
-        self.reopen = reopen
     }
 }
 
@@ -175,10 +171,10 @@ public final class CampaignRun {
     /// An APNs-only campaign from one reader.
     public convenience init(reader: TokenFileReader, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
                             connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?,
-                            reopen: (() throws -> TokenFileReader)? = nil, log: @escaping (String) -> Void) {
+                            log: @escaping (String) -> Void) {
         let lane = ProviderLane.apns(settings: settings, policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
                                      client: client, connections: connections, workers: workers)
-        self.init(feeds: [CampaignFeed(reader: reader, preparer: preparer, reopen: reopen)], lanes: [lane], output: output,
+        self.init(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [lane], output: output,
                   totalRows: totalRows, log: log)
     }
 
@@ -250,7 +246,6 @@ public final class CampaignRun {
         encoded.reserveCapacity(256 * 1024)
         var pruneEncoded: [UInt8] = []
         var feedDone = Array(repeating: false, count: feeds.count)
-        var resolving = Array(repeating: false, count: feeds.count)
         var inputDone = false
         var readError: String? = nil
         var lastProgress = start
@@ -288,31 +283,14 @@ public final class CampaignRun {
                     break
                 }
                 guard let record else {
-                    if !resolving[f] && feeds[f].preparer.hasSuspects {
-                        // Second read: settle the rows deferred as possible duplicates.
-                        guard let reopen = feeds[f].reopen else { preconditionFailure("filtered duplicate detection needs a re-readable input") }
-                        do { feeds[f].reader = try reopen() } catch {
-                            readError = "cannot read \(feeds[f].reader.fileName) again: \(error)"
-                            feedDone[f] = true
-                            break
-                        }
-                        resolving[f] = true
-                        continue
-                    }
                     feedDone[f] = true
                     break
                 }
-                let prepared: PreparedRow?
-                if resolving[f] {
-                    prepared = feeds[f].preparer.resolve(record)
-                    if case .row(let view) = record, feeds[f].preparer.resolveFinished(after: view.row) { feedDone[f] = true }
-                } else {
-                    prepared = feeds[f].preparer.prepare(record)
-                }
+                let prepared = feeds[f].preparer.prepare(record)
                 switch prepared {
-                case .send(let notification)?: feederOf[notification.provider]!.add(notification)
-                case .finished(let outcome)?: write(outcome)
-                case .deferred?, .skipped?, nil: break
+                case .send(let notification): feederOf[notification.provider]!.add(notification)
+                case .finished(let outcome): write(outcome)
+                case .skipped: break
                 }
             }
             for lane in mine { lane.flush() }

@@ -67,4 +67,5 @@ public enum OutcomeReason {
     public static let streamReset = "StreamReset"
     public static let retriesExhausted = "RetriesExhausted"
     public static let credentialRejected = "CredentialRejected"
+    public static let internalError = "InternalError"
 }

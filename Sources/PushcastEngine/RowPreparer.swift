@@ -63,8 +63,6 @@ public struct RowLayout: Sendable {
 public enum PreparedRow {
     case send(PreparedNotification)
     case finished(OutcomeRecord)
-    /// Maybe a duplicate: settled after the input ends, by a second read (`resolve`).
-    case deferred
     /// Another preparer's row (a different provider's feed): nothing to do here.
     case skipped
 }
@@ -78,13 +76,12 @@ public enum ProviderRendering: Sendable {
 }
 
 /// How a run finds repeated tokens.
-public enum DuplicateDetection: Sendable {
+public enum DuplicateDetection {
     /// An exact table in memory: 12 bytes a row. For input that cannot be read twice (stdin).
     case exact(expectedRows: Int)
-    /// A Bloom filter of 16 bits a row says "new" or "maybe seen"; maybe-seen rows wait until the
-    /// input ends and are settled exactly by reading the file a second time. Memory grows with the
-    /// duplicates (and the filter's ~0.05 % false alarms), not with the rows.
-    case filtered(expectedRows: Int)
+    /// Repeats found by a first read of the file (`DuplicatePlan`): memory stays flat whatever
+    /// the row count.
+    case planned(DuplicatePlan)
 }
 
 /// Turns rows into notifications, or into final outcomes when they cannot be sent (malformed,
@@ -107,16 +104,7 @@ public struct RowPreparer {
     private let apnsPayloadBytesMax: Int
     private let fcmTemplate: FCMMessageTemplate?
     private let duplicates: DuplicateIndex?
-    private let filter: DuplicateFilter?
-    /// Filtered mode: tokens (keyed with their provider) that may have been seen before, and the
-    /// rows that held them.
-    private var suspects: [String: [Int]] = [:]
-    private var suspectRowMax = 0
-    /// Hashes of the suspects' keys: the second read skips every other row on a hash of its raw
-    /// token, without the full checks (most rows of a file are not suspects).
-    private var suspectHashes = Set<UInt64>()
-    /// Filtered mode, second read: the first row of each suspect token.
-    private var firstRows: [String: Int] = [:]
+    private let cursor: DuplicateCursor?
     /// One SHA-256 context for the reader thread's apns-id derivations.
     private let apnsIDs: APNsIDGenerator
     private var payload: [UInt8] = []
@@ -155,10 +143,10 @@ public struct RowPreparer {
         switch detection {
         case .exact(let rows):
             duplicates = DuplicateIndex(expected: rows)
-            filter = nil
-        case .filtered(let rows):
+            cursor = nil
+        case .planned(let plan):
             duplicates = nil
-            filter = DuplicateFilter(expected: rows)
+            cursor = plan.cursor()
         }
         apnsIDs = APNsIDGenerator(campaign: campaign)
         payload.reserveCapacity(max(apnsMax, FCMMessageTemplate.messageBytesMax) * 2)
@@ -195,19 +183,37 @@ public struct RowPreparer {
         case .done(let outcome):
             return .finished(outcome)
         case .valid(let id, let provider, let token):
-            makeKey(provider, token)
             if let duplicates {
+                makeKey(provider, token)
                 if let firstRow = key.withUnsafeBytes({ duplicates.insert($0, row: view.row) }) {
                     return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .duplicate,
                                                    reason: OutcomeReason.duplicate, duplicateOf: firstRow))
                 }
-            } else if let filter, key.withUnsafeBytes({ filter.insert($0) }) {
-                suspects[Self.suspectKey(provider, token), default: []].append(view.row)
-                suspectHashes.insert(key.withUnsafeBytes { DuplicateIndex.hash($0) })
-                suspectRowMax = max(suspectRowMax, view.row)
-                return .deferred
+            } else if let cursor {
+                do {
+                    if let firstRow = try cursor.firstRow(ofRow: view.row) {
+                        return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .duplicate,
+                                                       reason: OutcomeReason.duplicate, duplicateOf: firstRow))
+                    }
+                } catch {
+                    return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .failed,
+                                                   reason: OutcomeReason.internalError,
+                                                   error: "cannot read the duplicate plan: \(error)"))
+                }
             }
             return render(view, id: id, provider: provider, token: token)
+        }
+    }
+
+    /// The two hashes a `DuplicatePlan` keeps of a row's key (its provider and normalised token);
+    /// nil for rows that are never sent. Decides validity exactly as `prepare` does.
+    public mutating func duplicateHashes(_ view: RowView) -> (UInt64, UInt32)? {
+        guard case .valid(_, let provider, let token) = check(view) else { return nil }
+        makeKey(provider, token)
+        return key.withUnsafeBytes { bytes in
+            var h2: UInt32 = 0x811C_9DC5  // FNV-1a: independent of DuplicateIndex.hash
+            for byte in bytes { h2 = (h2 ^ UInt32(byte)) &* 0x0100_0193 }
+            return (DuplicateIndex.hash(bytes), h2)
         }
     }
 
@@ -217,55 +223,6 @@ public struct RowPreparer {
         var token = token
         token.withUTF8 { key.append(contentsOf: $0) }
     }
-
-    private static func suspectKey(_ provider: ProviderID, _ token: String) -> String { provider.rawValue + " " + token }
-
-    /// Rows deferred as possible duplicates, waiting for `resolve`.
-    public var hasSuspects: Bool { !suspects.isEmpty }
-
-    /// The second read (filtered mode): feed every record again, from the first row. Returns the
-    /// final fate of each deferred row as its record comes by (nil for every other record); stop
-    /// once `resolveFinished(after:)` says so.
-    public mutating func resolve(_ record: InputRecord) -> PreparedRow? {
-        guard case .row(let view) = record, view.row <= suspectRowMax, mayBeSuspect(view),
-              case .valid(let id, let provider, let token) = check(view) else { return nil }
-        let suspect = Self.suspectKey(provider, token)
-        guard let rows = suspects[suspect] else { return nil }
-        if let first = firstRows[suspect] {
-            guard rows.contains(view.row) else { return nil }
-            return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .duplicate,
-                                           reason: OutcomeReason.duplicate, duplicateOf: first))
-        }
-        firstRows[suspect] = view.row
-        // The first row with this token was itself deferred: the filter's false alarm. Send it.
-        return rows.contains(view.row) ? render(view, id: id, provider: provider, token: token) : nil
-    }
-
-    /// False when the row's token cannot be a suspect's. Builds a loose key from the raw bytes:
-    /// for APNs without spaces, tabs, line ends, `<` and `>`, lower-cased; for FCM without white
-    /// space. A valid token's loose key is its normalised key, so no suspect is ever missed; a
-    /// false "maybe" only costs the full check.
-    private mutating func mayBeSuspect(_ view: RowView) -> Bool {
-        var provider = layout.defaultProvider
-        if let column = layout.providerColumn, let value = view.field(column), value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
-            guard let parsed = ProviderID(columnBytes: value) else { return false }
-            provider = parsed
-        }
-        guard let raw = view.field(layout.tokenColumn) else { return false }
-        key.removeAll(keepingCapacity: true)
-        key.append(provider == .apns ? 0x61 : 0x66)
-        for byte in raw {
-            switch byte {
-            case 0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D: continue
-            case UInt8(ascii: "<"), UInt8(ascii: ">") where provider == .apns: continue
-            default: key.append(provider == .apns ? byte | 0x20 : byte)
-            }
-        }
-        return suspectHashes.contains(key.withUnsafeBytes { DuplicateIndex.hash($0) })
-    }
-
-    /// True once the second read has passed the last deferred row.
-    public func resolveFinished(after row: Int) -> Bool { row >= suspectRowMax }
 
     private func check(_ view: RowView) -> Checked {
         let id = layout.idColumn.flatMap { view.string($0) }

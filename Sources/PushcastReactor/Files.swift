@@ -115,3 +115,48 @@ public final class OutputFile {
         }
     }
 }
+
+/// A temporary file with no name: created in `directory` and unlinked at once, so it vanishes
+/// with the process however that ends. Appended to in whole buffers, read back at offsets.
+public final class ScratchFile {
+    private let fd: Int32
+    public private(set) var size = 0
+
+    public init(directory: String) throws(ReactorError) {
+        var template = Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast()) + Array("pushcast-scratch-XXXXXX".utf8CString)
+        let opened = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard opened >= 0 else { throw ReactorError("cannot create a scratch file in \(directory): \(String(cString: strerror(errno)))") }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        fd = opened
+    }
+
+    deinit { close(fd) }
+
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + offset, bytes.count - offset, off_t(size + offset))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ReactorError("cannot write a scratch file: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+        size += bytes.count
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`; fewer only at the end of the file.
+    public func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(ReactorError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ReactorError("cannot read a scratch file: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+}

@@ -65,8 +65,20 @@ enum BenchAPNs {
         } catch {
             throw CommandFailure("\(error)")
         }
+        // Duplicates are planned by a first read of the synthetic rows, as `send` does for a file.
+        var keyer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "bench",
+                                fileName: "<synthetic>", configuredProviders: [.apns], duplicates: .exact(expectedRows: 0))
+        let duplicatePlan: DuplicatePlan
+        do {
+            var first = try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>")
+            duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: requests, directory: NSTemporaryDirectory()) {
+                keyer.duplicateHashes($0)
+            }
+        } catch {
+            throw CommandFailure("\(error)")
+        }
         let preparer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "bench",
-                                   fileName: "<synthetic>", configuredProviders: [.apns], duplicates: .filtered(expectedRows: requests))
+                                   fileName: "<synthetic>", configuredProviders: [.apns], duplicates: .planned(duplicatePlan))
         let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority,
                                         retry: RetryPolicy(), retryUnknown: false)
         let address: String
@@ -79,9 +91,7 @@ enum BenchAPNs {
         let output = CampaignOutput(resultsPath: directory + "/results.ndjson", resultsFormat: .ndjson,
                                     prunePath: directory + "/prune.csv", summaryPath: nil, progress: false)
         let run = CampaignRun(reader: reader, preparer: preparer, settings: settings, client: client, connections: connections,
-                              workers: workers, output: output, totalRows: requests,
-                              reopen: { try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>") },
-                              log: { _ in })
+                              workers: workers, output: output, totalRows: requests, log: { _ in })
         let before = ResourceUsage.current()
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }

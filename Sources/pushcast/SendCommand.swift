@@ -86,6 +86,8 @@ enum SendCommand {
         var hasCertificate: Bool
         /// Opens the input again from its first row (nil for stdin, which is read once).
         var reopen: (() throws -> TokenFileReader)?
+        /// A file's repeated tokens, found by a first read (stdin keeps an exact table instead).
+        var duplicatePlan: DuplicatePlan?
 
         /// The providers that can get rows: every configured one when rows name their platform,
         /// else the default provider alone.
@@ -97,7 +99,7 @@ enum SendCommand {
         func preparer(sends: Set<ProviderID>, recordsUnroutable: Bool) -> RowPreparer {
             RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName, sends: sends,
                         recordsUnroutable: recordsUnroutable,
-                        duplicates: inputPath == "-" ? .exact(expectedRows: 1 << 20) : .filtered(expectedRows: totalRows ?? 1 << 20))
+                        duplicates: duplicatePlan.map { .planned($0) } ?? .exact(expectedRows: 1 << 20))
         }
     }
 
@@ -144,14 +146,6 @@ enum SendCommand {
 
         let input: InputFile
         do { input = try InputFile(path: path) } catch { throw CommandFailure(error.description) }
-        var totalRows: Int? = nil
-        if path != "-" && input.isRegularFile {  // counting stdin would consume it
-            do {
-                totalRows = try countLines(source: InputFileSource(try InputFile(path: path)), format: format)
-            } catch {
-                throw CommandFailure("cannot read \(path): \(error)")
-            }
-        }
         let fileName = path == "-" ? "<stdin>" : path
         let reader: TokenFileReader
         do {
@@ -201,11 +195,30 @@ enum SendCommand {
         }
 
         let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
-        let reopen: (() throws -> TokenFileReader)? = path == "-" ? nil : {
+        let rereadable = path != "-" && input.isRegularFile
+        let reopen: (() throws -> TokenFileReader)? = !rereadable ? nil : {
             try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName)
         }
-        return Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: totalRows, layout: layout,
-                    renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate, reopen: reopen)
+        var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: nil, layout: layout,
+                        renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
+                        reopen: reopen, duplicatePlan: nil)
+        if let reopen {
+            // A first read finds the repeated tokens (and counts the rows for the progress line),
+            // with memory that stays flat whatever the file's size.
+            var keyer = RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName,
+                                    sends: Set(renderings.keys), recordsUnroutable: true, duplicates: .exact(expectedRows: 0))
+            do {
+                var first = try reopen()
+                let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+                let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32),
+                                                            directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
+                plan.duplicatePlan = duplicatePlan
+                plan.totalRows = duplicatePlan.rows
+            } catch {
+                throw CommandFailure("cannot read \(path): \(error)")
+            }
+        }
+        return plan
     }
 
     static func readTemplate(_ path: String, what: String) throws -> String {
@@ -312,13 +325,13 @@ enum SendCommand {
         var largest: [ProviderID: Int] = [:]
         var samples: [ProviderID: PreparedNotification] = [:]
         var unconfigured: [ProviderID: (rows: Int, first: Int)] = [:]
-        func tally(_ prepared: PreparedRow?) {
+        func tally(_ prepared: PreparedRow) {
             switch prepared {
-            case .send(let n)?:
+            case .send(let n):
                 toSend[n.provider, default: 0] += 1
                 largest[n.provider] = max(largest[n.provider] ?? 0, n.payload.count)
                 if samples[n.provider] == nil { samples[n.provider] = n }
-            case .finished(let outcome)?:
+            case .finished(let outcome):
                 summary.record(outcome)
                 if outcome.reason == OutcomeReason.providerNotConfigured, let provider = outcome.provider {
                     let seen = unconfigured[provider]
@@ -326,28 +339,16 @@ enum SendCommand {
                 } else if let error = outcome.error {
                     Console.error("pushcast check: row \(outcome.row): \(error)")
                 }
-            case .deferred?, .skipped?, nil:
+            case .skipped:
                 break
             }
         }
         var reader = plan.reader
-        var resolving = false
         while true {
             let record: InputRecord?
             do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
-            guard let record else {
-                // Possible duplicates wait for a second read that settles them exactly.
-                guard !resolving, preparer.hasSuspects, let reopen = plan.reopen else { break }
-                do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName) again: \(error)") }
-                resolving = true
-                continue
-            }
-            if resolving {
-                tally(preparer.resolve(record))
-                if case .row(let view) = record, preparer.resolveFinished(after: view.row) { break }
-            } else {
-                tally(preparer.prepare(record))
-            }
+            guard let record else { break }
+            tally(preparer.prepare(record))
         }
         Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))")
         for provider in ProviderID.allCases where plan.renderings[provider] != nil {
@@ -506,10 +507,10 @@ enum SendCommand {
                 if index == 0 { reader = plan.reader } else {
                     do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
                 }
-                feeds.append(CampaignFeed(reader: reader, preparer: plan.preparer(sends: [provider], recordsUnroutable: index == 0), reopen: reopen))
+                feeds.append(CampaignFeed(reader: reader, preparer: plan.preparer(sends: [provider], recordsUnroutable: index == 0)))
             }
         } else {
-            feeds.append(CampaignFeed(reader: plan.reader, preparer: plan.preparer(sends: Set(providers), recordsUnroutable: true), reopen: plan.reopen))
+            feeds.append(CampaignFeed(reader: plan.reader, preparer: plan.preparer(sends: Set(providers), recordsUnroutable: true)))
         }
 
         if let jitter, jitter > .zero {

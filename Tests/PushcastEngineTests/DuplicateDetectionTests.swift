@@ -4,8 +4,8 @@ import PushcastCore
 import PushcastInput
 import XCTest
 
-/// The filtered (Bloom + second read) duplicate detection must decide every row exactly as the
-/// exact table does, whatever the filter's false alarms.
+/// The planned duplicate detection (a first read into hash partitions on disk) must decide every
+/// row exactly as the exact in-memory table does.
 final class DuplicateDetectionTests: XCTestCase {
     private func makeInput(rows: Int) -> [UInt8] {
         let random = SplitMix64(seed: 11)
@@ -23,59 +23,64 @@ final class DuplicateDetectionTests: XCTestCase {
 
     private enum Fate: Equatable { case send, duplicate(of: Int), other(OutcomeKind) }
 
-    private func run(_ detection: DuplicateDetection, _ bytes: [UInt8]) throws -> (fates: [Int: Fate], deferred: Int) {
+    private func run(_ detection: (RowLayout, PayloadTemplate) throws -> DuplicateDetection, _ bytes: [UInt8]) throws -> [Int: Fate] {
         let reader = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 777), format: .csv, fileName: "t.csv")
         let template = try PayloadTemplate.compile(text: #"{"aps":{"alert":"hi {{device_id}}"}}"#, columns: reader.columns)
         let layout = try RowLayout(columns: reader.columns, idColumn: nil, defaultProvider: .apns, fileName: "t.csv")
         var preparer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "c", fileName: "t.csv",
-                                   configuredProviders: [.apns], duplicates: detection)
+                                   configuredProviders: [.apns], duplicates: try detection(layout, template))
         var fates: [Int: Fate] = [:]
-        var deferred = 0
-        func note(_ row: Int, _ prepared: PreparedRow?) {
-            switch prepared {
-            case .send(let n)?: XCTAssertNil(fates[n.row]); fates[n.row] = .send
-            case .finished(let o)?:
+        while let record = try reader.next() {
+            guard case .row(let view) = record else { continue }
+            switch preparer.prepare(record) {
+            case .send(let n): XCTAssertNil(fates[n.row]); fates[n.row] = .send
+            case .finished(let o):
                 XCTAssertNil(fates[o.row])
                 fates[o.row] = o.outcome == .duplicate ? .duplicate(of: o.duplicateOf!) : .other(o.outcome)
-            case .deferred?: deferred += 1
-            case .skipped?: XCTFail("an APNs-only preparer skipped row \(row)")
-            case nil: break
+            case .skipped: XCTFail("an APNs-only preparer skipped row \(view.row)")
             }
         }
-        while let record = try reader.next() {
-            if case .row(let view) = record { note(view.row, preparer.prepare(record)) }
-        }
-        if preparer.hasSuspects {
-            let again = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "t.csv")
-            while let record = try again.next() {
-                guard case .row(let view) = record else { continue }
-                note(view.row, preparer.resolve(record))
-                if preparer.resolveFinished(after: view.row) { break }
+        return fates
+    }
+
+    /// A plan over `bytes`, with `rowsPerPartition` tiny so that many partitions and segments merge.
+    private func plan(_ bytes: [UInt8], expectedRows: Int) -> (RowLayout, PayloadTemplate) throws -> DuplicateDetection {
+        { layout, template in
+            var keyer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "c", fileName: "t.csv",
+                                    configuredProviders: [.apns], duplicates: .exact(expectedRows: 0))
+            var first = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "t.csv")
+            let plan = try DuplicatePlan.build(reader: &first, expectedRows: expectedRows, directory: NSTemporaryDirectory()) {
+                keyer.duplicateHashes($0)
             }
+            return .planned(plan)
         }
-        return (fates, deferred)
     }
 
-    func testFilteredDecidesExactlyAsTheExactTableDespiteFalseAlarms() throws {
+    func testPlannedDecidesExactlyAsTheExactTable() throws {
         let rows = 20_000
         let bytes = makeInput(rows: rows)
-        let exact = try run(.exact(expectedRows: rows), bytes)
-        // Planned for one row: the filter is far too small, so most "maybe seen" answers are false.
-        let filtered = try run(.filtered(expectedRows: 1), bytes)
-        XCTAssertEqual(exact.fates.count, rows)
-        XCTAssertEqual(exact.deferred, 0)
-        XCTAssertGreaterThan(filtered.deferred, 2000, "the test must exercise the false-alarm path")
-        XCTAssertEqual(filtered.fates, exact.fates)
-        XCTAssertGreaterThan(exact.fates.values.filter { if case .duplicate = $0 { return true } else { return false } }.count, 1000)
+        let exact = try run({ _, _ in .exact(expectedRows: rows) }, bytes)
+        XCTAssertEqual(exact.count, rows)
+        let duplicates = exact.values.filter { if case .duplicate = $0 { return true } else { return false } }.count
+        XCTAssertGreaterThan(duplicates, 1000)
+        // One partition, and many (an expected count far above the real one spreads the records
+        // over 16 partitions whose repeats are merged back in row order).
+        XCTAssertEqual(try run(plan(bytes, expectedRows: rows), bytes), exact)
+        XCTAssertEqual(try run(plan(bytes, expectedRows: 1_000_000), bytes), exact)
     }
 
-    func testWellSizedFilterRarelyDefersAndUsesTwoBytesARow() throws {
-        let rows = 20_000
-        let bytes = makeInput(rows: rows)
-        let filtered = try run(.filtered(expectedRows: rows), bytes)
-        let duplicates = filtered.fates.values.filter { if case .duplicate = $0 { return true } else { return false } }.count
-        // Real duplicates are always deferred; false alarms add well under 1 %.
-        XCTAssertLessThan(filtered.deferred - duplicates, rows / 100)
-        XCTAssertEqual(DuplicateFilter(expected: 1_000_000).byteCount, 2_000_000)
+    func testPlanCountsRowsAndRepeats() throws {
+        let bytes = makeInput(rows: 5_000)
+        let reader = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "t.csv")
+        let template = try PayloadTemplate.compile(text: #"{"aps":{}}"#, columns: reader.columns)
+        let layout = try RowLayout(columns: reader.columns, idColumn: nil, defaultProvider: .apns, fileName: "t.csv")
+        var keyer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "c", fileName: "t.csv",
+                                configuredProviders: [.apns], duplicates: .exact(expectedRows: 0))
+        var first = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "t.csv")
+        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 5_000, directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
+        XCTAssertEqual(plan.rows, 5_000)
+        let exact = try run({ _, _ in .exact(expectedRows: 5_000) }, bytes)
+        XCTAssertEqual(plan.duplicateCount, exact.values.filter { if case .duplicate = $0 { return true } else { return false } }.count)
+        XCTAssertGreaterThan(plan.duplicateCount, 300)
     }
 }
