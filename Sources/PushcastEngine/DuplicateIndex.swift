@@ -62,8 +62,9 @@ public final class DuplicateIndex {
 
     /// 64-bit hash of the bytes, eight at a time (a multiply-xorshift mix per word, with a final
     /// avalanche); never 0, which marks an empty slot.
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(bytes.count)
+    /// Another `seed` gives another hash of the same bytes.
+    static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
+        var h: UInt64 = seed ^ UInt64(bytes.count)
         var offset = 0
         while offset + 8 <= bytes.count {
             let word = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)

@@ -28,9 +28,10 @@ public final class FCMAccessTokens: @unchecked Sendable {
         var expiresAtNanoseconds: UInt64 = 0
         /// FCM refused this generation: fetch a new one now, and hand out none until it comes.
         var rejectedGeneration: UInt64 = 0
-        /// The generation fetched because its predecessor was refused; refused too means the
-        /// credential itself is bad.
+        /// The generation fetched because its predecessor was refused, and when it came; refused
+        /// too within a minute means the credential itself is bad.
         var fetchedAfterRejection: UInt64 = 0
+        var fetchedAfterRejectionAtNanoseconds: UInt64 = 0
         var fetches = 0
         /// After a failed fetch: no new attempt before this, whatever asks for one.
         var notBeforeNanoseconds: UInt64 = 0
@@ -111,7 +112,8 @@ public final class FCMAccessTokens: @unchecked Sendable {
         defer { condition.unlock() }
         if let fatal = state.fatal { return .stop(fatal) }
         guard generation == state.generation else { return .retry }  // a newer token is already here
-        if generation == state.fetchedAfterRejection {
+        if generation == state.fetchedAfterRejection
+            && clock.nowNanoseconds() &- state.fetchedAfterRejectionAtNanoseconds < 60_000_000_000 {
             return .stop("FCM refused a freshly issued access token (401 UNAUTHENTICATED); check that the service account may send for this project")
         }
         if state.rejectedGeneration != generation {
@@ -129,6 +131,7 @@ public final class FCMAccessTokens: @unchecked Sendable {
         condition.lock()
         if state.rejectedGeneration == state.generation && state.generation > 0 {
             state.fetchedAfterRejection = state.generation + 1
+            state.fetchedAfterRejectionAtNanoseconds = now
         }
         state.generation += 1
         state.token = token.accessToken
@@ -212,6 +215,7 @@ public final class FCMAdapter: ProviderAdapter {
 
     public var provider: ProviderID { .fcm }
     public var credentialPollNanoseconds: UInt64 { 20_000_000 }
+    public var credentialReady: Bool { settings.tokens.current() != nil }
 
     public func request(for n: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)? {
         guard let (token, current) = settings.tokens.current() else { return nil }

@@ -44,6 +44,8 @@ public protocol ProviderAdapter: AnyObject {
     /// no credential is ready yet (ask again after `credentialPollNanoseconds`).
     func request(for notification: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)?
     var credentialPollNanoseconds: UInt64 { get }
+    /// Whether a credential is at hand now (checked before a rate permit is taken for a request).
+    var credentialReady: Bool { get }
     func classify(_ response: HTTP2Response) -> ProviderAnswer
     /// The provider refused the credential of this generation as expired.
     func credentialRejected(generation: UInt64) -> CredentialDecision
@@ -72,6 +74,10 @@ public struct APNsSendSettings: Sendable {
 public final class APNsAdapter: ProviderAdapter {
     private let settings: APNsSendSettings
     private var bearer: APNsBearerToken?
+    /// The campaign's headers, kept between requests: only apns-id (and the bearer, when it is
+    /// renewed) change, in place, so no header array is built per request.
+    private var headers: [HTTP2Header] = []
+    private var headersGeneration: UInt64 = .max
 
     public init(settings: APNsSendSettings) {
         self.settings = settings
@@ -80,6 +86,7 @@ public final class APNsAdapter: ProviderAdapter {
 
     public var provider: ProviderID { .apns }
     public var credentialPollNanoseconds: UInt64 { 0 }
+    public var credentialReady: Bool { true }
 
     public func request(for n: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)? {
         var authorization: String? = nil
@@ -89,9 +96,14 @@ public final class APNsAdapter: ProviderAdapter {
             authorization = cached.authorization
             generation = cached.generation
         }
-        let request = HTTP2Request(authority: settings.authority, path: "/3/device/" + n.token,
-                                   headers: settings.headers.headers(authorization: authorization, apnsID: n.apnsID ?? ""),
-                                   body: n.payload)
+        let apnsIndex = settings.headers.fixedHeaders.count
+        if generation != headersGeneration {
+            headers = settings.headers.headers(authorization: authorization, apnsID: n.apnsID ?? "")
+            headersGeneration = generation
+        } else {
+            headers[apnsIndex].value = n.apnsID ?? ""
+        }
+        let request = HTTP2Request(authority: settings.authority, path: "/3/device/" + n.token, headers: headers, body: n.payload)
         return (request, generation)
     }
 

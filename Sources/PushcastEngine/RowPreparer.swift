@@ -208,12 +208,10 @@ public struct RowPreparer {
     /// The two hashes a `DuplicatePlan` keeps of a row's key (its provider and normalised token);
     /// nil for rows that are never sent. Decides validity exactly as `prepare` does.
     public mutating func duplicateHashes(_ view: RowView) -> (UInt64, UInt32)? {
-        guard case .valid(_, let provider, let token) = check(view) else { return nil }
+        guard case .valid(_, let provider, let token) = check(view, wantID: false) else { return nil }
         makeKey(provider, token)
         return key.withUnsafeBytes { bytes in
-            var h2: UInt32 = 0x811C_9DC5  // FNV-1a: independent of DuplicateIndex.hash
-            for byte in bytes { h2 = (h2 ^ UInt32(byte)) &* 0x0100_0193 }
-            return (DuplicateIndex.hash(bytes), h2)
+            (DuplicateIndex.hash(bytes), UInt32(truncatingIfNeeded: DuplicateIndex.hash(bytes, seed: 0x2545_F491_4F6C_DD1D) >> 32))
         }
     }
 
@@ -224,14 +222,15 @@ public struct RowPreparer {
         token.withUTF8 { key.append(contentsOf: $0) }
     }
 
-    private func check(_ view: RowView) -> Checked {
-        let id = layout.idColumn.flatMap { view.string($0) }
+    /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
+    private func check(_ view: RowView, wantID: Bool = true) -> Checked {
+        func rowID() -> String? { layout.idColumn.flatMap { view.string($0) } }
         var provider = layout.defaultProvider
         if let column = layout.providerColumn, let value = view.field(column), value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
             guard let parsed = ProviderID(columnBytes: value) else {
                 guard recordsUnroutable else { return .skip }
                 let text = String(decoding: value, as: UTF8.self)
-                return .done(OutcomeRecord(row: view.row, id: id, token: view.string(layout.tokenColumn) ?? "", provider: nil,
+                return .done(OutcomeRecord(row: view.row, id: rowID(), token: view.string(layout.tokenColumn) ?? "", provider: nil,
                                            outcome: .invalid, reason: OutcomeReason.unknownProvider,
                                            error: problem(view, field: "platform", "unknown platform '\(text)' (expected ios/apns or android/fcm)")))
             }
@@ -240,11 +239,11 @@ public struct RowPreparer {
         let routed = configuredProviders.contains(provider)
         guard routed ? sends.contains(provider) : recordsUnroutable else { return .skip }
         guard let rawToken = view.field(layout.tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
-            return .done(OutcomeRecord(row: view.row, id: id, token: "", provider: provider, outcome: .invalid,
+            return .done(OutcomeRecord(row: view.row, id: rowID(), token: "", provider: provider, outcome: .invalid,
                                        reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
         }
         guard routed else {
-            return .done(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
+            return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .failed, reason: OutcomeReason.providerNotConfigured,
                                        error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
         }
@@ -257,9 +256,9 @@ public struct RowPreparer {
         }
         switch normalized {
         case .success(let token):
-            return .valid(id: id, provider: provider, token: token)
+            return .valid(id: rowID(), provider: provider, token: token)
         case .failure(let error):
-            return .done(OutcomeRecord(row: view.row, id: id, token: String(decoding: rawToken, as: UTF8.self), provider: provider,
+            return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .invalid, reason: OutcomeReason.invalidToken,
                                        error: problem(view, field: "token", error.description)))
         }

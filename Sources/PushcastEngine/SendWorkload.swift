@@ -98,6 +98,11 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         // Is anything ready? Only then take a permit: a permit taken for nothing is lost.
         let retryReady = retries.first.map { $0.ready <= now } ?? false
         guard !resend.isEmpty || retryReady || hasFresh() else { return nil }
+        guard adapter.credentialReady else {
+            // No credential yet (a refresh is under way): no permit is spent; ask again soon.
+            heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
+            return nil
+        }
         if let wait = permitWait(now: now) {
             heldUntil = wait
             return nil
