@@ -4,6 +4,7 @@
 // comparison plus an age check; the signature is verified once per distinct token.
 
 import PushcastCore
+import PushcastWire
 import Synchronization
 
 /// Why APNs would refuse a request's provider token (all 403).

@@ -11,6 +11,7 @@
 // changes or the refresh time passes; only then does it take the lock.
 
 import PushcastCore
+import PushcastWire
 import Synchronization
 
 /// One signed provider token and the `authorization` value that carries it.

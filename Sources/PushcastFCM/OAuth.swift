@@ -7,6 +7,8 @@
 // writes Google's answers. Whatever a server sends back is untrusted: messages quote only a
 // bounded, sanitised part of it, and never the assertion or a token.
 
+import PushcastWire
+
 /// The assertion a service account signs to ask for an access token.
 public enum OAuthAssertion {
     /// Google refuses assertions that live longer than an hour.
@@ -29,9 +31,9 @@ public enum OAuthAssertion {
         claims += Array(#","aud":"#.utf8)
         GoogleJSON.appendString(account.tokenURI, to: &claims)
         claims += Array(#","iat":\#(issuedAt),"exp":\#(issuedAt + lifetimeSeconds)}"#.utf8)
-        let signingInput = JWTBase64URL.encode(header) + "." + JWTBase64URL.encode(claims)
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(claims)
         let signature = try signer.sign(Array(signingInput.utf8))
-        return signingInput + "." + JWTBase64URL.encode(signature)
+        return signingInput + "." + Base64URL.encode(signature)
     }
 }
 
@@ -108,8 +110,8 @@ public struct OAuthAssertionVerifier: Sendable {
         guard bytes.count <= Self.assertionBytesMax else { return .failure(.malformed("the assertion is too long")) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { return .failure(.malformed("the assertion is not header.claims.signature")) }
-        guard let headerBytes = JWTBase64URL.decode(parts[0]), let claimBytes = JWTBase64URL.decode(parts[1]),
-              let signature = JWTBase64URL.decode(parts[2]) else {
+        guard let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
+              let signature = Base64URL.decode(parts[2]) else {
             return .failure(.malformed("a part is not base64url"))
         }
         guard case .success(let header) = GoogleJSON.parse(headerBytes), header.members != nil,
@@ -319,48 +321,3 @@ enum FormEncoding {
     }
 }
 
-/// base64url without padding (RFC 7515 §2), strict on decode: only the URL alphabet, no padding,
-/// and the canonical encoding (so a changed trailing character cannot decode to the same bytes).
-enum JWTBase64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-    /// Each byte's 6-bit value, or 0xFF outside the alphabet.
-    private static let values: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
-        for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
-        return table
-    }()
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var start = 0
-        while start < bytes.count {
-            let group = bytes[start..<min(start + 3, bytes.count)]
-            var value: UInt32 = 0
-            for (offset, byte) in group.enumerated() { value |= UInt32(byte) << UInt32(16 - 8 * offset) }
-            for sextet in 0...group.count { out.append(alphabet[Int(value >> UInt32(18 - 6 * sextet) & 63)]) }
-            start += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
-        guard text.count % 4 != 1 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(text.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits: UInt32 = 0
-        for byte in text {
-            let value = values[Int(byte)]
-            guard value != 0xFF else { return nil }
-            accumulator = (accumulator << 6 | UInt32(value)) & 0xFFFF
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: accumulator >> bits))
-            }
-        }
-        guard accumulator & ((1 << bits) - 1) == 0 else { return nil }
-        return out
-    }
-}

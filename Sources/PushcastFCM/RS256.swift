@@ -7,6 +7,7 @@
 // Errors name the key's file and never contain key bytes.
 
 import COpenSSL
+import PushcastWire
 
 /// Signs assertions with a service account's private key.
 public final class RS256Signer: @unchecked Sendable {
@@ -79,13 +80,7 @@ final class RSAKey: @unchecked Sendable {
         let what = publicOnly ? "RSA public key" : "private key"
         let whose = publicOnly ? "'\(source)'" : "in '\(source)'"
         guard !pem.isEmpty else { throw FCMCredentialError("the \(what) \(whose) is empty") }
-        let loaded: OpaquePointer? = pem.withUnsafeBytes { bytes in
-            guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else { return nil }
-            defer { BIO_free(bio) }
-            // A callback that refuses, so an encrypted key fails instead of prompting on a terminal.
-            let noPassword: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?) -> Int32 = { _, _, _, _ in -1 }
-            return publicOnly ? PEM_read_bio_PUBKEY(bio, nil, noPassword, nil) : PEM_read_bio_PrivateKey(bio, nil, noPassword, nil)
-        }
+        let loaded = readPEMKey(pem, publicOnly: publicOnly)
         guard let loaded else {
             let marker = publicOnly ? "-----BEGIN PUBLIC KEY-----" : "-----BEGIN PRIVATE KEY-----"
             let detail = lastOpenSSLReason().map { " (OpenSSL: \($0))" } ?? ""
@@ -146,10 +141,3 @@ final class RSAKey: @unchecked Sendable {
     }
 }
 
-/// The reason text of the most recent OpenSSL error, if any (never key material).
-func lastOpenSSLReason() -> String? {
-    var last: UInt = 0
-    while case let code = ERR_get_error(), code != 0 { last = code }
-    guard last != 0, let text = ERR_reason_error_string(last) else { return nil }
-    return String(cString: text)
-}

@@ -7,39 +7,15 @@ import XCTest
 final class FCMSendTests: XCTestCase {
     /// A running `pushcast mock --fcm` child: the APNs listener, the FCM listener and their credentials.
     final class Mock {
-        let process = Process()
-        let apnsPort: Int
-        var fields: [String: String] = [:]
-        let caFile: String
-        let logPath: String
-        private let out: Pipe
+        private let child: MockProcess
+        var fields: [String: String] { child.fields }
+        var apnsPort: Int { child.port }
+        var caFile: String { child.caFile }
 
         init(directory: String, extra: [String]) throws {
-            caFile = directory + "/ca.pem"
-            logPath = directory + "/mock.log"
-            process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
-            process.arguments = ["mock", "--port", "0", "--workers", "2", "--write-ca", caFile, "--write-apns-key", directory,
-                                 "--fcm", "--write-fcm-credentials", directory, "--log", logPath, "--duration", "300s"] + extra
-            out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var text = ""
-            while !text.contains("FCM_ENDPOINT=") || !text.hasSuffix("\n") {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            for line in text.split(separator: "\n") {
-                for pair in line.split(separator: " ") {
-                    let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                    if kv.count == 2 { fields[kv[0]] = kv[1] }
-                }
-            }
-            guard let port = fields["PORT"].flatMap(Int.init), fields["FCM_ENDPOINT"] != nil, fields["FCM_CREDENTIALS"] != nil else {
-                throw CocoaError(.fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "mock said: \(text)"])
-            }
-            apnsPort = port
+            child = try MockProcess(directory: directory, arguments: ["--port", "0", "--workers", "2", "--write-apns-key", directory,
+                                                                    "--fcm", "--write-fcm-credentials", directory, "--duration", "300s"] + extra,
+                                    waitFor: ["PORT", "APNS_KEY", "FCM_ENDPOINT", "FCM_CREDENTIALS"])
         }
 
         /// The flags that point `pushcast send` at this mock, for both providers.
@@ -49,19 +25,8 @@ final class FCMSendTests: XCTestCase {
              "--fcm-credentials", fields["FCM_CREDENTIALS"]!, "--fcm-endpoint", fields["FCM_ENDPOINT"]!, "--ca-file", caFile]
         }
 
-        /// Stops the mock and returns its final counters (the JSON it prints on exit).
-        func stop() -> [String: Any] {
-            if process.isRunning { process.interrupt() }
-            process.waitUntilExit()
-            let rest = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let json = rest.split(separator: "\n").last.map(String.init) ?? "{}"
-            return (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
-        }
-
-        var log: [[String: Any]] {
-            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        }
+        func stop() -> [String: Any] { child.stop() }
+        var log: [[String: Any]] { child.log }
     }
 
     /// What a generated row should end as.

@@ -3,61 +3,26 @@ import XCTest
 
 /// `pushcast send` against `pushcast mock` over real TLS, as separate processes.
 final class SendTests: XCTestCase {
-    /// A running `pushcast mock` child with its port and generated key.
+    /// A running `pushcast mock` child with its port and generated APNs key.
     final class Mock {
-        let process = Process()
+        private let child: MockProcess
         let port: Int
         let keyPath: String
         let keyID: String
         let teamID: String
-        let caFile: String
-        let logPath: String
-        private let out: Pipe
+        var caFile: String { child.caFile }
 
         init(directory: String, extra: [String]) throws {
-            caFile = directory + "/ca.pem"
-            logPath = directory + "/mock.log"
-            process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
-            process.arguments = ["mock", "--port", "0", "--workers", "2", "--write-ca", caFile, "--write-apns-key", directory,
-                                 "--log", logPath, "--duration", "300s"] + extra
-            out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var text = ""
-            while text.components(separatedBy: "\n").count < 3 {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            let lines = text.split(separator: "\n").map(String.init)
-            guard lines.count >= 2, lines[0].hasPrefix("PORT="), let port = Int(lines[0].dropFirst(5)) else {
-                throw CocoaError(.fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "mock said: \(text)"])
-            }
-            self.port = port
-            var fields: [String: String] = [:]
-            for pair in lines[1].split(separator: " ") {
-                let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                if kv.count == 2 { fields[kv[0]] = kv[1] }
-            }
-            keyPath = fields["APNS_KEY"] ?? ""
-            keyID = fields["APNS_KEY_ID"] ?? ""
-            teamID = fields["APNS_TEAM_ID"] ?? ""
+            child = try MockProcess(directory: directory, arguments: ["--port", "0", "--workers", "2", "--write-apns-key", directory,
+                                                                    "--duration", "300s"] + extra, waitFor: ["PORT", "APNS_KEY"])
+            port = child.port
+            keyPath = child.fields["APNS_KEY"] ?? ""
+            keyID = child.fields["APNS_KEY_ID"] ?? ""
+            teamID = child.fields["APNS_TEAM_ID"] ?? ""
         }
 
-        /// Stops the mock and returns its final counters (the JSON it prints on exit).
-        func stop() -> [String: Any] {
-            if process.isRunning { process.interrupt() }
-            process.waitUntilExit()
-            let rest = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let json = rest.split(separator: "\n").last.map(String.init) ?? "{}"
-            return (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
-        }
-
-        var log: [[String: Any]] {
-            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        }
+        func stop() -> [String: Any] { child.stop() }
+        var log: [[String: Any]] { child.log }
     }
 
     /// What each generated row should end as.

@@ -1,0 +1,58 @@
+import Foundation
+import XCTest
+
+/// A running `pushcast mock` child for end-to-end tests: starts it, reads the `KEY=VALUE` lines it
+/// prints on stdout (PORT, APNS_KEY…, FCM_ENDPOINT…), stops it and reads its exit counters and
+/// its NDJSON request log.
+final class MockProcess {
+    let process = Process()
+    private(set) var fields: [String: String] = [:]
+    let caFile: String
+    let logPath: String
+    private let out: Pipe
+
+    /// Starts `pushcast mock` with `arguments` (plus --write-ca and --log into `directory`) and
+    /// reads stdout until every key in `waitFor` has been printed.
+    init(directory: String, arguments: [String], waitFor: [String]) throws {
+        caFile = directory + "/ca.pem"
+        logPath = directory + "/mock.log"
+        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        process.arguments = ["mock", "--write-ca", caFile, "--log", logPath] + arguments
+        out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        while !waitFor.allSatisfy({ key in text.contains(key + "=") }) || !text.hasSuffix("\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        for line in text.split(separator: "\n") {
+            for pair in line.split(separator: " ") {
+                let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                if kv.count == 2 { fields[kv[0]] = kv[1] }
+            }
+        }
+        guard waitFor.allSatisfy({ fields[$0] != nil }) else {
+            throw CocoaError(.fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "mock said: \(text)"])
+        }
+    }
+
+    var port: Int { Int(fields["PORT"] ?? "") ?? 0 }
+
+    /// Stops the mock and returns its final counters (the JSON it prints on exit).
+    func stop() -> [String: Any] {
+        if process.isRunning { process.interrupt() }
+        process.waitUntilExit()
+        let rest = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let json = rest.split(separator: "\n").last.map(String.init) ?? "{}"
+        return (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    /// The request log, one object per request.
+    var log: [[String: Any]] {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+}
