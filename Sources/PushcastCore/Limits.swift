@@ -21,6 +21,10 @@ public struct Limits: Sendable, Equatable {
     /// Strings for them. APNs answers carry apns-id (and apns-unique-id in development); FCM's
     /// quota errors carry retry-after.
     public var responseHeadersKept: [String] = ["apns-id", "apns-unique-id", "retry-after", "content-type"]
+    /// Whether those headers are kept on a 2xx answer too. A campaign turns this off: a success
+    /// needs none of them (the apns-id is the one it sent), which saves an array and a String per
+    /// notification.
+    public var responseHeadersKeptOnSuccess = true
     /// The most request-body bytes a server stream accepts.
     public var requestBodyBytesMax: Int = 8192
     /// HTTP/2 local flow-control window (per stream and per connection).

@@ -103,7 +103,7 @@ public final class APNsAdapter: ProviderAdapter {
         } else {
             headers[apnsIndex].value = n.apnsID ?? ""
         }
-        let request = HTTP2Request(authority: settings.authority, path: "/3/device/" + n.token, headers: headers, body: n.payload)
+        let request = HTTP2Request(authority: settings.authority, path: "/3/device/", pathSuffix: n.token, headers: headers, body: n.payload)
         return (request, generation)
     }
 

@@ -202,7 +202,7 @@ public final class HTTP2ClientSession {
         headerBlock.append(.method, request.method)
         headerBlock.append(.scheme, request.scheme)
         headerBlock.append(.authority, request.authority)
-        headerBlock.append(.path, request.path)
+        headerBlock.append(.path, request.path, suffix: request.pathSuffix)
         request.headers.withUnsafeBufferPointer { headers in
             for i in headers.indices { headerBlock.append(headers[i]) }
         }
@@ -536,6 +536,8 @@ public final class HTTP2ClientSession {
             }
             return
         }
+        // :status comes first, so a success is known before its regular headers arrive.
+        if !limits.responseHeadersKeptOnSuccess && slot.pointee.status / 100 == 2 { return }
         guard slot.pointee.responseHeaders.count < HTTP2Response.headersKeptMax,
               keptHeaderNames.contains(where: { bytesEqual(name, nameLength, $0) }) else { return }
         slot.pointee.responseHeaders.append(HTTP2Header(makeString(name, nameLength), makeString(value, valueLength)))

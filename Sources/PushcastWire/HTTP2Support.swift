@@ -124,8 +124,11 @@ final class HTTP2HeaderBlockBuilder {
     /// The fields of the block, valid until the next `begin` or `append`.
     func finish() -> UnsafeMutablePointer<nghttp2_nv> { fields }
 
-    func append(_ pseudo: HTTP2PseudoHeader, _ value: String) {
+    /// A pseudo-header whose value is `value` followed by `suffix` (a request path made of a fixed
+    /// prefix and a per-request part, joined here rather than in a new String).
+    func append(_ pseudo: HTTP2PseudoHeader, _ value: String, suffix: String = "") {
         let valueStart = copy(value)
+        if !suffix.isEmpty { _ = copy(suffix) }
         let name = pseudoNames + pseudoOffsets[pseudo.rawValue]
         add(name: name, nameLength: pseudoLengths[pseudo.rawValue], value: valueStart, valueLength: bytesUsed - valueStart,
             flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
@@ -165,6 +168,7 @@ final class HTTP2HeaderBlockBuilder {
 
     /// Copies the UTF-8 of `string` into the byte storage and returns where it starts.
     @inline(__always)
+    /// Appends the string's bytes after what is there; returns where they start.
     private func copy(_ string: String) -> Int {
         let start = bytesUsed
         let copied: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in copy(utf8, at: start) }

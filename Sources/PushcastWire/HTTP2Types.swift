@@ -25,14 +25,21 @@ public struct HTTP2Request: Sendable {
     public var scheme: String = "https"
     public var authority: String
     public var path: String
+    /// Sent right after `path` in `:path`: a per-request part (a device token) that is not joined
+    /// to a fixed prefix in a new String for every request.
+    public var pathSuffix: String
+    /// The whole `:path` as sent.
+    public var fullPath: String { path + pathSuffix }
     /// Regular headers only (lowercase names); pseudo-headers come from the fields above.
     public var headers: [HTTP2Header]
     public var body: [UInt8]
 
-    public init(authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], method: String = "POST") {
+    public init(authority: String, path: String, pathSuffix: String = "", headers: [HTTP2Header] = [], body: [UInt8] = [],
+                method: String = "POST") {
         self.method = method
         self.authority = authority
         self.path = path
+        self.pathSuffix = pathSuffix
         self.headers = headers
         self.body = body
     }

@@ -87,6 +87,7 @@ enum BenchAPNs {
                                          limits: Limits(), reactor: reactor)
         client.limits.connectionsMax = connections
         client.limits.streamsPerConnectionMax = streams
+        client.limits.responseHeadersKeptOnSuccess = false
         client.limits.requestTimeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000
         let output = CampaignOutput(resultsPath: directory + "/results.ndjson", resultsFormat: .ndjson,
                                     prunePath: directory + "/prune.csv", summaryPath: nil, progress: false)

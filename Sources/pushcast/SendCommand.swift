@@ -434,6 +434,7 @@ enum SendCommand {
             client.limits.connectionsMax = connections
             client.limits.streamsPerConnectionMax = streams
             client.limits.requestTimeoutNanoseconds = timeoutNanoseconds
+            client.limits.responseHeadersKeptOnSuccess = false
             return client
         }
 

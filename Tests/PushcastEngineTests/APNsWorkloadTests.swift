@@ -50,7 +50,7 @@ final class APNsWorkloadTests: XCTestCase {
         let rig = try Rig()
         rig.feed(1)
         let (request, _) = try XCTUnwrap(rig.workload.nextRequest())
-        XCTAssertEqual(request.path, "/3/device/" + String(format: "%064x", 1))
+        XCTAssertEqual(request.fullPath, "/3/device/" + String(format: "%064x", 1))
         XCTAssertEqual(request.authority, "api.push.apple.com")
         XCTAssertEqual(request.body, Array("{\"aps\":{}}".utf8))
         let names = request.headers.map(\.name)
@@ -171,7 +171,7 @@ final class APNsWorkloadTests: XCTestCase {
                 if fed == total { rig.channel.close() }
             }
             while inFlight.count < 40, let (request, tag) = rig.workload.nextRequest() {
-                XCTAssertFalse(acceptedTags.contains(Int(request.path.dropFirst(10).prefix(64), radix: 16)!), "an accepted row was sent again")
+                XCTAssertFalse(acceptedTags.contains(Int(request.fullPath.dropFirst(10).prefix(64), radix: 16)!), "an accepted row was sent again")
                 inFlight.append(tag)
             }
             // Answer a random half of what is in flight.

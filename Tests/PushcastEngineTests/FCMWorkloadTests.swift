@@ -155,7 +155,7 @@ final class FCMWorkloadTests: XCTestCase {
         rig.feed(1...1)
         let (request, _) = try rig.next()
         XCTAssertEqual(request.method, "POST")
-        XCTAssertEqual(request.path, "/v1/projects/P/messages:send")
+        XCTAssertEqual(request.fullPath, "/v1/projects/P/messages:send")
         XCTAssertEqual(request.authority, "fcm.googleapis.com")
         XCTAssertEqual(Self.header(request, "authorization"), "Bearer ya29.token-1")
         XCTAssertEqual(Self.header(request, "content-type"), "application/json")
