@@ -237,9 +237,11 @@ public final class CampaignRun {
                 }
             }
         }
-        /// Each feed's lanes, by provider.
-        let feederOf: [ProviderID: LaneFeeder] = Dictionary(uniqueKeysWithValues: feeders.map { ($0.provider, $0) })
-        let feedLanes: [[LaneFeeder]] = feeds.map { feed in feed.preparer.sends.compactMap { feederOf[$0] } }
+        /// Each provider's lane feeder (by the provider's position: no hashing per row), and each
+        /// feed's lanes.
+        let feederOf: [LaneFeeder?] = ProviderID.allCases.map { provider in feeders.first { $0.provider == provider } }
+        func feeder(_ provider: ProviderID) -> LaneFeeder? { feederOf[provider == .apns ? 0 : 1] }
+        let feedLanes: [[LaneFeeder]] = feeds.map { feed in feed.preparer.sends.compactMap { feeder($0) } }
 
         var drained: [OutcomeRecord] = []
         var encoded: [UInt8] = []
@@ -255,6 +257,13 @@ public final class CampaignRun {
             summary.record(record)
             ResultEncoding.appendLine(record, format: output.resultsFormat, to: &encoded)
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &pruneEncoded) }
+        }
+
+        /// Writes each record borrowed in place (iterating the array would copy every record).
+        func writeAll(_ records: [OutcomeRecord]) {
+            records.withUnsafeBufferPointer { buffer in
+                for index in buffer.indices { write(buffer[index]) }
+            }
         }
 
         func flushEncoded() throws(CampaignError) {
@@ -288,7 +297,7 @@ public final class CampaignRun {
                 }
                 let prepared = feeds[f].preparer.prepare(record)
                 switch prepared {
-                case .send(let notification): feederOf[notification.provider]!.add(notification)
+                case .send(let notification): feeder(notification.provider)!.add(notification)
                 case .finished(let outcome): write(outcome)
                 case .skipped: break
                 }
@@ -316,7 +325,7 @@ public final class CampaignRun {
             let allFinished = finishedWorkers.value.load(ordering: .acquiring) == workerCount
             let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
             outcomes.take(into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
-            for record in drained { write(record) }
+            writeAll(drained)
             drained.removeAll(keepingCapacity: true)
             try flushEncoded()
 
@@ -327,7 +336,7 @@ public final class CampaignRun {
             }
             if allFinished && inputDone {
                 outcomes.take(into: &drained, timeoutSeconds: 0)
-                for record in drained { write(record) }
+                writeAll(drained)
                 try flushEncoded()
                 break
             }

@@ -117,15 +117,16 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             guard let fresh = takeFresh() else { return nil }
             tag = fresh
         }
-        guard let notification = slab[tag] else { preconditionFailure("empty slab slot \(tag)") }
-        guard let (request, credential) = adapter.request(for: notification) else {
+        precondition(slab[tag] != nil, "empty slab slot \(tag)")
+        // Borrowed in place from the slab: a copy would retain and release each of its buffers.
+        let built = slab.withUnsafeMutableBufferPointer { slots in adapter.request(for: slots[tag]!) }
+        guard let (request, credential) = built else {
             // No credential yet (a refresh is under way): hold this one and ask again soon.
             resend.append(tag)
             heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
             return nil
         }
-        // In place: a copy back into the slab would retain and release each of its buffers.
-        if notification.firstSentNanoseconds == 0 { slab[tag]!.firstSentNanoseconds = now }
+        if slab[tag]!.firstSentNanoseconds == 0 { slab[tag]!.firstSentNanoseconds = now }
         credentialOf[tag] = credential
         inFlight += 1
         return (request, UInt64(tag))
