@@ -305,4 +305,26 @@ final class FCMSendTests: XCTestCase {
         XCTAssertTrue(run.stderr.contains("5 rows need fcm, which has no credentials"), run.stderr)
         XCTAssertTrue(run.stderr.contains("--fcm-credentials"), run.stderr)
     }
+
+    /// `--duration` spreads the campaign over the window (from the row count), and `--start-jitter`
+    /// waits a random time up to its bound before the first send.
+    func testDurationPacesTheCampaignAndStartJitterDelaysIt() throws {
+        let fixture = try makeFixture(rows: 600)
+        let mock = try Mock(directory: fixture.directory, extra: [])
+        let started = Date()
+        let run = try runPushcast(["send", fixture.tokens, "--payload", fixture.payload, "--fcm-payload", fixture.message]
+                                  + mock.sendFlags + ["--results", fixture.results, "--prune", fixture.prune,
+                                                      "--duration", "2s", "--start-jitter", "500ms"])
+        let elapsed = Date().timeIntervalSince(started)
+        _ = mock.stop()
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("(--start-jitter)"), run.stderr)
+        let times = mock.log.filter { $0["path"] as? String != "/token" }.compactMap { $0["mono_ms"] as? Int }.sorted()
+        XCTAssertEqual(times.count, 600)
+        // 600 rows over 2 s: 300/s shared by both providers; the last request about 2 s after the first.
+        XCTAssertGreaterThan(times.last! - times.first!, 1_700)
+        XCTAssertLessThan(times.last! - times.first!, 2_600)
+        XCTAssertLessThan(elapsed, 15)
+        XCTAssertEqual(try results(fixture).count, 600)
+    }
 }
