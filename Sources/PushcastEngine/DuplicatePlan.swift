@@ -24,6 +24,14 @@ public final class DuplicatePlan: @unchecked Sendable {
 
     static let recordsPerPartition = 1 << 16
 
+    /// One planning record as it lies in memory: two words, compared as a pair.
+    struct Record: Comparable {
+        var hash: UInt64
+        /// The second hash's 32 bits, then the row.
+        var tag: UInt64
+        static func < (a: Record, b: Record) -> Bool { a.hash != b.hash ? a.hash < b.hash : a.tag < b.tag }
+    }
+
     /// Reads `reader` to its end. `hashes` gives a row's key hashes, nil for rows that are never
     /// sent (invalid, unroutable); it must decide exactly as the send will.
     public static func build(reader: inout TokenFileReader, expectedRows: Int, directory: String,
@@ -71,22 +79,19 @@ public final class DuplicatePlan: @unchecked Sendable {
             entries.append(contentsOf: buffers[partition])
             buffers[partition] = []
             let count = entries.count / 2
-            // Sort record indices by (hash, second hash, row): rows ascend within a run.
-            var order = Array(0..<count)
-            order.sort { a, b in
-                let (ha, hb) = (entries[2 * a], entries[2 * b])
-                return ha != hb ? ha < hb : entries[2 * a + 1] < entries[2 * b + 1]
+            // Sort the records in place by (hash, second hash, row): rows ascend within a run.
+            entries.withUnsafeMutableBytes { bytes in
+                bytes.withMemoryRebound(to: Record.self) { records in var records = records; records.sort() }
             }
             pairs.removeAll(keepingCapacity: true)
             var runStart = 0
             for position in 0..<count {
-                let index = order[position], first = order[runStart]
-                let sameRun = position > runStart && entries[2 * index] == entries[2 * first]
-                    && entries[2 * index + 1] >> 32 == entries[2 * first + 1] >> 32
+                let sameRun = position > runStart && entries[2 * position] == entries[2 * runStart]
+                    && entries[2 * position + 1] >> 32 == entries[2 * runStart + 1] >> 32
                 if position > 0 && !sameRun { runStart = position }
                 if sameRun {
                     // (row, first row), both 32-bit, packed so that sorting orders by row.
-                    pairs.append((entries[2 * index + 1] & 0xFFFF_FFFF) << 32 | (entries[2 * first + 1] & 0xFFFF_FFFF))
+                    pairs.append((entries[2 * position + 1] & 0xFFFF_FFFF) << 32 | (entries[2 * runStart + 1] & 0xFFFF_FFFF))
                 }
             }
             pairs.sort()

@@ -97,6 +97,9 @@ public struct RowPreparer {
     /// The providers whose rows this preparer turns into notifications; rows of the others are
     /// `.skipped` (another preparer, reading the same file for its own provider, takes them).
     public let sends: Set<ProviderID>
+    /// The two sets as bits (1 << provider position): checked on every row without hashing.
+    private let configuredBits: UInt8
+    private let sendsBits: UInt8
     /// Whether this preparer records the rows no provider takes: malformed, unknown platform,
     /// provider not configured. Exactly one preparer of a run does.
     public let recordsUnroutable: Bool
@@ -126,6 +129,8 @@ public struct RowPreparer {
         self.fileName = fileName
         self.configuredProviders = Set(renderings.keys)
         self.sends = sends
+        configuredBits = renderings.keys.reduce(0) { $0 | Self.bit($1) }
+        sendsBits = sends.reduce(0) { $0 | Self.bit($1) }
         self.recordsUnroutable = recordsUnroutable
         var apnsTemplate: PayloadTemplate? = nil, apnsMax = 4096, fcmTemplate: FCMMessageTemplate? = nil
         for (_, rendering) in renderings {
@@ -222,6 +227,9 @@ public struct RowPreparer {
         token.withUTF8 { key.append(contentsOf: $0) }
     }
 
+    @inline(__always)
+    private static func bit(_ provider: ProviderID) -> UInt8 { provider == .apns ? 1 : 2 }
+
     /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
     private func check(_ view: RowView, wantID: Bool = true) -> Checked {
         func rowID() -> String? { layout.idColumn.flatMap { view.string($0) } }
@@ -236,8 +244,9 @@ public struct RowPreparer {
             }
             provider = parsed
         }
-        let routed = configuredProviders.contains(provider)
-        guard routed ? sends.contains(provider) : recordsUnroutable else { return .skip }
+        let bit = Self.bit(provider)
+        let routed = configuredBits & bit != 0
+        guard routed ? sendsBits & bit != 0 : recordsUnroutable else { return .skip }
         guard let rawToken = view.field(layout.tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: "", provider: provider, outcome: .invalid,
                                        reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
