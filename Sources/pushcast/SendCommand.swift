@@ -210,12 +210,20 @@ enum SendCommand {
             do {
                 var first = try reopen()
                 let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+                // A big file takes seconds: say what happens before the first send.
+                let tell = size > 32 << 20 && !parsed.flag("quiet")
+                let started = Reactor.nowNanoseconds()
+                if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
                 let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32),
                                                             directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
+                if tell {
+                    Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
+                                         duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
+                }
                 plan.duplicatePlan = duplicatePlan
                 plan.totalRows = duplicatePlan.rows
             } catch {
-                throw CommandFailure("cannot read \(path): \(error)")
+                throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
             }
         }
         return plan
