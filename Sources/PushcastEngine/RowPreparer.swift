@@ -305,8 +305,6 @@ public struct RowPreparer {
         return .send(PreparedNotification(row: view.row, id: id, token: token, apnsID: apnsID, payload: exact, provider: provider))
     }
 
-    /// Distinct tokens recorded so far (exact mode).
-    public var distinctTokens: Int? { duplicates?.count }
 }
 
 

@@ -104,15 +104,22 @@ public final class OutputFile {
     }
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ReactorError("cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            offset += n
+        try writeFully(fd, bytes, at: nil, what: path)
+    }
+}
+
+/// Writes all of `bytes` to `fd`, at its position (`at: nil`) or at a file offset, retrying short
+/// writes and EINTR.
+private func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(ReactorError) {
+    var offset = 0
+    while offset < bytes.count {
+        let n = position.map { pwrite(fd, bytes.baseAddress! + offset, bytes.count - offset, off_t($0 + offset)) }
+            ?? write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw ReactorError("cannot write \(what): \(String(cString: strerror(errno)))")
         }
+        offset += n
     }
 }
 
@@ -133,15 +140,7 @@ public final class ScratchFile {
     deinit { close(fd) }
 
     public func append(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + offset, bytes.count - offset, off_t(size + offset))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ReactorError("cannot write a scratch file: \(String(cString: strerror(errno)))")
-            }
-            offset += n
-        }
+        try writeFully(fd, bytes, at: size, what: "a scratch file")
         size += bytes.count
     }
 
