@@ -81,7 +81,13 @@ public final class OutcomeChannel: @unchecked Sendable {
     public func push(_ batch: inout [OutcomeRecord]) {
         guard !batch.isEmpty else { return }
         condition.lock()
-        items.append(contentsOf: batch)
+        if items.isEmpty {
+            // The usual case (the writer took everything): the batch moves in whole, and the
+            // caller gets the writer's emptied storage back.
+            swap(&items, &batch)
+        } else {
+            items.append(contentsOf: batch)
+        }
         condition.signal()
         condition.unlock()
         batch.removeAll(keepingCapacity: true)

@@ -259,11 +259,18 @@ public final class CampaignRun {
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &pruneEncoded) }
         }
 
-        /// Writes each record borrowed in place (iterating the array would copy every record).
-        func writeAll(_ records: [OutcomeRecord]) {
-            records.withUnsafeBufferPointer { buffer in
-                for index in buffer.indices { write(buffer[index]) }
+        /// Writes each record moved out of the array, a placeholder left in its place (iterating the
+        /// array, or reading it in place, would copy every record: a retain and release of each
+        /// of its strings).
+        func writeAll(_ records: inout [OutcomeRecord]) {
+            records.withUnsafeMutableBufferPointer { buffer in
+                for index in buffer.indices {
+                    var record = OutcomeRecord.placeholder
+                    swap(&record, &buffer[index])
+                    write(record)
+                }
             }
+            records.removeAll(keepingCapacity: true)
         }
 
         func flushEncoded() throws(CampaignError) {
@@ -295,8 +302,7 @@ public final class CampaignRun {
                     feedDone[f] = true
                     break
                 }
-                let prepared = feeds[f].preparer.prepare(record)
-                switch prepared {
+                switch feeds[f].preparer.prepare(record) {
                 case .send(let notification): feeder(notification.provider)!.add(notification)
                 case .finished(let outcome): write(outcome)
                 case .skipped: break
@@ -325,8 +331,7 @@ public final class CampaignRun {
             let allFinished = finishedWorkers.value.load(ordering: .acquiring) == workerCount
             let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
             outcomes.take(into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
-            writeAll(drained)
-            drained.removeAll(keepingCapacity: true)
+            writeAll(&drained)
             try flushEncoded()
 
             let now = Reactor.nowNanoseconds()
@@ -336,7 +341,7 @@ public final class CampaignRun {
             }
             if allFinished && inputDone {
                 outcomes.take(into: &drained, timeoutSeconds: 0)
-                writeAll(drained)
+                writeAll(&drained)
                 try flushEncoded()
                 break
             }

@@ -217,13 +217,13 @@ public final class FCMAdapter: ProviderAdapter {
     public var credentialPollNanoseconds: UInt64 { 20_000_000 }
     public var credentialReady: Bool { settings.tokens.current() != nil }
 
-    public func request(for n: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)? {
+    public func request(for n: UnsafePointer<PreparedNotification>) -> (request: HTTP2Request, credential: UInt64)? {
         guard let (token, current) = settings.tokens.current() else { return nil }
         if current != generation {
             generation = current
             headers = [HTTP2Header("authorization", "Bearer " + token), HTTP2Header("content-type", "application/json")]
         }
-        return (HTTP2Request(authority: settings.authority, path: settings.path, headers: headers, body: n.payload), current)
+        return (HTTP2Request(authority: settings.authority, path: settings.path, headers: headers, body: n.pointee.payload), current)
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {

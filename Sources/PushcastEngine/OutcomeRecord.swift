@@ -47,6 +47,9 @@ public struct OutcomeRecord: Sendable, Equatable {
         self.latencyMilliseconds = latencyMilliseconds
     }
 
+    /// Holds no buffers: what a record moved out of an array leaves behind.
+    public static let placeholder = OutcomeRecord(row: 0, id: nil, token: "", provider: nil, outcome: .invalid)
+
     /// Rows the owner should delete from their table: dead tokens, and tokens that are not tokens.
     public var belongsInPruneFile: Bool {
         outcome == .pruned || (outcome == .invalid && reason == OutcomeReason.invalidToken)

@@ -40,9 +40,11 @@ public enum CredentialDecision: Sendable, Equatable {
 /// source the adapters hold.
 public protocol ProviderAdapter: AnyObject {
     var provider: ProviderID { get }
-    /// The request for `notification`, and the generation of the credential it carries; nil when
-    /// no credential is ready yet (ask again after `credentialPollNanoseconds`).
-    func request(for notification: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)?
+    /// The request for the notification, and the generation of the credential it carries; nil
+    /// when no credential is ready yet (ask again after `credentialPollNanoseconds`). The
+    /// notification is read in place in the send loop's slab (passing it by value would retain
+    /// and release each of its buffers).
+    func request(for notification: UnsafePointer<PreparedNotification>) -> (request: HTTP2Request, credential: UInt64)?
     var credentialPollNanoseconds: UInt64 { get }
     /// Whether a credential is at hand now (checked before a rate permit is taken for a request).
     var credentialReady: Bool { get }
@@ -88,7 +90,7 @@ public final class APNsAdapter: ProviderAdapter {
     public var credentialPollNanoseconds: UInt64 { 0 }
     public var credentialReady: Bool { true }
 
-    public func request(for n: PreparedNotification) -> (request: HTTP2Request, credential: UInt64)? {
+    public func request(for n: UnsafePointer<PreparedNotification>) -> (request: HTTP2Request, credential: UInt64)? {
         var authorization: String? = nil
         var generation: UInt64 = 0
         if let source = settings.tokenSource, var cached = bearer {
@@ -98,12 +100,13 @@ public final class APNsAdapter: ProviderAdapter {
         }
         let apnsIndex = settings.headers.fixedHeaders.count
         if generation != headersGeneration {
-            headers = settings.headers.headers(authorization: authorization, apnsID: n.apnsID ?? "")
+            headers = settings.headers.headers(authorization: authorization, apnsID: n.pointee.apnsID ?? "")
             headersGeneration = generation
         } else {
-            headers[apnsIndex].value = n.apnsID ?? ""
+            headers[apnsIndex].value = n.pointee.apnsID ?? ""
         }
-        let request = HTTP2Request(authority: settings.authority, path: "/3/device/", pathSuffix: n.token, headers: headers, body: n.payload)
+        let request = HTTP2Request(authority: settings.authority, path: "/3/device/", pathSuffix: n.pointee.token, headers: headers,
+                                   body: n.pointee.payload)
         return (request, generation)
     }
 

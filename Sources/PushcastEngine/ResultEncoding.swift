@@ -151,14 +151,14 @@ public enum ResultEncoding {
     }
 
     static func appendJSONString(_ value: String?, to out: inout [UInt8]) {
-        guard var value else {
+        guard let value else {
             out.append(contentsOf: Literal.null)
             return
         }
         out.append(0x22)
-        value.withUTF8 { utf8 in
+        withUTF8(of: value) { utf8 in
             // Fast path: most values (tokens, ids, reasons, UUIDs) need no escaping at all.
-            if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            if !needsJSONEscape(utf8) {
                 out.append(contentsOf: utf8)
                 return
             }
@@ -178,10 +178,48 @@ public enum ResultEncoding {
         out.append(0x22)
     }
 
+    /// The string's UTF-8 bytes, read in place (a native string is contiguous; `withUTF8` would
+    /// need a mutable copy, which costs a retain and a release).
+    @inline(__always)
+    static func withUTF8(of value: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        let done: Void? = value.utf8.withContiguousStorageIfAvailable(body)
+        if done == nil {
+            var copy = value
+            copy.withUTF8(body)
+        }
+    }
+
+    /// Whether any byte is a control character, `"` or `\`: eight bytes at a time (a token, a
+    /// UUID and most ids have none).
+    @inline(__always)
+    static func needsJSONEscape(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = utf8.baseAddress else { return false }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var i = 0
+        while i + 8 <= utf8.count {
+            let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+            // A byte below 0x20 (bytes >= 0x80 are excluded by `& ~word`), or equal to 0x22 or 0x5C.
+            let control = (word &- ones &* 0x20) & ~word & highs
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            let hasQuote = (quote &- ones) & ~quote & highs
+            let hasBackslash = (backslash &- ones) & ~backslash & highs
+            if control | hasQuote | hasBackslash != 0 { return true }
+            i += 8
+        }
+        while i < utf8.count {
+            let byte = base[i]
+            if byte < 0x20 || byte == 0x22 || byte == 0x5C { return true }
+            i += 1
+        }
+        return false
+    }
+
     /// RFC 4180: quote a field that holds a comma, quote, CR or LF; double the quotes.
     static func appendCSVField(_ value: String?, to out: inout [UInt8]) {
-        guard var value else { return }
-        value.withUTF8 { utf8 in
+        guard let value else { return }
+        withUTF8(of: value) { utf8 in
             let needsQuotes = utf8.contains { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }
             if !needsQuotes {
                 out += utf8

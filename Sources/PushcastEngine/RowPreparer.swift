@@ -27,6 +27,10 @@ public struct PreparedNotification: Sendable {
         self.apnsID = apnsID
         self.payload = payload
     }
+
+    /// What a free slot of a send loop holds: no buffers of its own, so moving one in or out
+    /// costs nothing.
+    public static let vacant = PreparedNotification(row: 0, id: nil, token: "", apnsID: nil, payload: [])
 }
 
 /// Where the preparer finds things in each row.

@@ -47,15 +47,19 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private let clock: MonotonicClock
     private let random: RandomSource
 
-    /// Notifications in flight or waiting for a retry, by tag (a slab index).
-    private var slab: [PreparedNotification?]
+    /// Notifications in flight or waiting for a retry, by tag (a slab index); a free slot holds
+    /// `PreparedNotification.vacant`. Notifications move between the slab and `pending` by swaps,
+    /// so a notification's buffers are never retained or released on its way through.
+    private var slab: [PreparedNotification]
+    private var occupied: [Bool]
     /// The credential generation each in-flight request carried.
     private var credentialOf: [UInt64]
     private var freeTags: [Int]
-    /// Taken from the channel, not yet handed out: batches in reverse order, each reversed, so
-    /// that popLast moves notifications out in arrival order without copying.
+    /// Taken from the channel, not yet handed out: batches in arrival order; `pendingBatch` and
+    /// `pendingIndex` point at the next one (the slots before it hold vacant notifications).
     private var pending: [[PreparedNotification]] = []
-    private var taken: [[PreparedNotification]] = []
+    private var pendingBatch = 0
+    private var pendingIndex = 0
     /// Retries waiting for their back-off to pass, by ready time.
     private var retries: MinHeap<(ready: UInt64, tag: Int)>
     /// Safe-to-retry requests go again at once, ahead of new ones.
@@ -76,14 +80,14 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         self.clock = clock
         self.random = random
         let capacity = inFlightMax + channel.capacity
-        slab = Array(repeating: nil, count: capacity)
+        slab = Array(repeating: .vacant, count: capacity)
+        occupied = Array(repeating: false, count: capacity)
         credentialOf = Array(repeating: 0, count: capacity)
         freeTags = Array((0..<capacity).reversed())
         retries = MinHeap(capacity: capacity) { $0.ready < $1.ready }
         resend.reserveCapacity(capacity)
         outbox.reserveCapacity(256)
         pending.reserveCapacity(64)
-        taken.reserveCapacity(64)
     }
 
     // MARK: - ClientWorkload
@@ -117,16 +121,16 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             guard let fresh = takeFresh() else { return nil }
             tag = fresh
         }
-        precondition(slab[tag] != nil, "empty slab slot \(tag)")
+        precondition(occupied[tag], "empty slab slot \(tag)")
         // Borrowed in place from the slab: a copy would retain and release each of its buffers.
-        let built = slab.withUnsafeMutableBufferPointer { slots in adapter.request(for: slots[tag]!) }
+        let built = slab.withUnsafeMutableBufferPointer { slots in adapter.request(for: slots.baseAddress! + tag) }
         guard let (request, credential) = built else {
             // No credential yet (a refresh is under way): hold this one and ask again soon.
             resend.append(tag)
             heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
             return nil
         }
-        if slab[tag]!.firstSentNanoseconds == 0 { slab[tag]!.firstSentNanoseconds = now }
+        if slab[tag].firstSentNanoseconds == 0 { slab[tag].firstSentNanoseconds = now }
         credentialOf[tag] = credential
         inFlight += 1
         return (request, UInt64(tag))
@@ -136,17 +140,17 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         inFlight -= 1
         let index = Int(tag)
         // Moved out of the slab (no copy); put back only when it is retried.
-        guard var notification = slab[index].take() else { preconditionFailure("response for an empty slot") }
+        var notification = takeOut(index, "response")
         notification.attempts += 1
         let answer = adapter.classify(response)
         switch answer.verdict {
         case .delivered(let apnsID, let fcmName):
-            finish(index, notification, .delivered, status: answer.status, reason: nil, apnsID: apnsID ?? notification.apnsID,
+            finish(index, &notification, .delivered, status: answer.status, reason: nil, apnsID: apnsID,
                    fcmName: fcmName)
         case .prune(let reason, let unregisteredAt):
-            finish(index, notification, .pruned, status: answer.status, reason: reason, unregisteredAt: unregisteredAt)
+            finish(index, &notification, .pruned, status: answer.status, reason: reason, unregisteredAt: unregisteredAt)
         case .fail(let reason):
-            finish(index, notification, .failed, status: answer.status, reason: reason)
+            finish(index, &notification, .failed, status: answer.status, reason: reason)
         case .retry(let reason, let retryAfter, let throttle):
             let now = clock.nowNanoseconds()
             var delay = policy.retry.delayNanoseconds(retry: notification.attempts, random: random)
@@ -157,24 +161,24 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
                 limiter.pause(untilNanoseconds: now + delay)
             }
             if policy.retry.mayRetry(attemptsMade: notification.attempts) {
-                slab[index] = notification
+                putBack(index, notification)
                 scheduleRetry(index, at: now + delay)
             } else {
-                finish(index, notification, .failed, status: answer.status, reason: reason)
+                finish(index, &notification, .failed, status: answer.status, reason: reason)
             }
         case .reauthenticate(let reason):
             switch adapter.credentialRejected(generation: credentialOf[index]) {
             case .retry where policy.retry.mayRetry(attemptsMade: notification.attempts):
-                slab[index] = consume notification
+                putBack(index, notification)
                 resend.append(index)
             case .retry:
-                finish(index, notification, .failed, status: answer.status, reason: reason)
+                finish(index, &notification, .failed, status: answer.status, reason: reason)
             case .stop(let message):
-                finish(index, notification, .failed, status: answer.status, reason: reason)
+                finish(index, &notification, .failed, status: answer.status, reason: reason)
                 outcomes.stop(reason: message)
             }
         case .stopRun(let reason, let message):
-            finish(index, notification, .failed, status: answer.status, reason: reason)
+            finish(index, &notification, .failed, status: answer.status, reason: reason)
             outcomes.stop(reason: message)
         }
     }
@@ -182,10 +186,10 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     public func failed(tag: UInt64, failure: HTTP2StreamFailure) {
         inFlight -= 1
         let index = Int(tag)
-        guard var notification = slab[index].take() else { preconditionFailure("failure for an empty slot") }
+        var notification = takeOut(index, "failure")
         if failure.isSafeToRetry {
             // Not processed by the server: send again without counting an attempt.
-            slab[index] = notification
+            putBack(index, notification)
             resend.append(index)
             _ = gauge.retries.add(1, ordering: .relaxed)
             return
@@ -198,17 +202,17 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         default: reason = OutcomeReason.connectionLost
         }
         if policy.retryUnknown && policy.retry.mayRetry(attemptsMade: notification.attempts) {
-            slab[index] = notification
+            putBack(index, notification)
             scheduleRetry(index, at: clock.nowNanoseconds() + policy.retry.delayNanoseconds(retry: notification.attempts, random: random))
         } else {
-            finish(index, notification, .unknown, status: nil, reason: reason)
+            finish(index, &notification, .unknown, status: nil, reason: reason)
         }
     }
 
     public var isExhausted: Bool {
         if outcomes.isStopped { return true }
         refillIfEmpty()
-        return channelFinished && pending.isEmpty && resend.isEmpty && retries.isEmpty
+        return channelFinished && !hasPending && resend.isEmpty && retries.isEmpty
     }
 
     public var nextReadyNanoseconds: UInt64? {
@@ -239,31 +243,50 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     private func hasFresh() -> Bool {
         refillIfEmpty()
-        return !pending.isEmpty && !freeTags.isEmpty
+        return hasPending && !freeTags.isEmpty
     }
 
+    private var hasPending: Bool { pendingBatch < pending.count }
+
     private func refillIfEmpty() {
-        guard pending.isEmpty, !channelFinished else { return }
+        guard !hasPending, !channelFinished else { return }
+        // What was handed out left vacant notifications behind (nothing to release).
+        pending.removeAll(keepingCapacity: true)
+        pendingBatch = 0
+        pendingIndex = 0
         // The channel holds at most its capacity, and the slab has room for that on top of the
         // in-flight budget, so everything taken fits.
-        let (count, closed) = channel.takeAll(into: &taken)
-        if count > 0 {
-            while var batch = taken.popLast() {
-                batch.reverse()
-                pending.append(batch)
-            }
-            outcomes.nudge()
-        }
+        let (count, closed) = channel.takeAll(into: &pending)
+        if count > 0 { outcomes.nudge() }
         channelFinished = closed && pending.isEmpty
     }
 
     private func takeFresh() -> Int? {
         refillIfEmpty()
-        guard !pending.isEmpty, let tag = freeTags.popLast() else { return nil }
-        let last = pending.count - 1
-        slab[tag] = pending[last].popLast()
-        if pending[last].isEmpty { pending.removeLast() }
+        guard hasPending, let tag = freeTags.popLast() else { return nil }
+        // A swap: the slab's vacant notification goes where this one was.
+        swap(&slab[tag], &pending[pendingBatch][pendingIndex])
+        occupied[tag] = true
+        pendingIndex += 1
+        if pendingIndex == pending[pendingBatch].count {
+            pendingBatch += 1
+            pendingIndex = 0
+        }
         return tag
+    }
+
+    /// Moves the notification out of slot `index`, leaving a vacant one.
+    private func takeOut(_ index: Int, _ what: String) -> PreparedNotification {
+        precondition(occupied[index], "\(what) for an empty slab slot \(index)")
+        occupied[index] = false
+        var taken = PreparedNotification.vacant
+        swap(&taken, &slab[index])
+        return taken
+    }
+
+    private func putBack(_ index: Int, _ notification: consuming PreparedNotification) {
+        occupied[index] = true
+        slab[index] = notification
     }
 
     private func scheduleRetry(_ index: Int, at ready: UInt64) {
@@ -271,13 +294,20 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         _ = gauge.retries.add(1, ordering: .relaxed)
     }
 
-    /// `n` has been taken out of the slab; its slot is free again.
-    private func finish(_ index: Int, _ n: consuming PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
+    /// `n` has been taken out of the slab; its slot is free again. Its strings move into the
+    /// outcome record by swaps (no retain or release); the rest of it dies with the caller.
+    private func finish(_ index: Int, _ n: inout PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
                         apnsID: String? = nil, fcmName: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
-        outbox.append(OutcomeRecord(row: n.row, id: n.id, token: n.token, provider: adapter.provider, outcome: outcome,
-                                    status: status, reason: reason, apnsID: apnsID ?? n.apnsID, fcmName: fcmName,
+        outbox.append(OutcomeRecord(row: n.row, id: nil, token: "", provider: adapter.provider, outcome: outcome,
+                                    status: status, reason: reason, apnsID: apnsID, fcmName: fcmName,
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
+        outbox.withUnsafeMutableBufferPointer { records in
+            let record = records.baseAddress! + (records.count - 1)
+            swap(&record.pointee.id, &n.id)
+            swap(&record.pointee.token, &n.token)
+            if apnsID == nil { swap(&record.pointee.apnsID, &n.apnsID) }
+        }
         freeTags.append(index)
         if outbox.count >= 256 { outcomes.push(&outbox) }
     }

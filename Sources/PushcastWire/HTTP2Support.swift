@@ -155,7 +155,8 @@ final class HTTP2HeaderBlockBuilder {
         if count == fieldCapacity { growFields(to: count + 1) }
         fields[count] = nghttp2_nv(
             name: bytes + nameStart, value: bytes + valueStart,
-            namelen: nameLength, valuelen: bytesUsed - valueStart, flags: NG.flagNone)
+            namelen: nameLength, valuelen: bytesUsed - valueStart,
+            flags: header.indexable ? NG.flagNone : UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
         count += 1
     }
 

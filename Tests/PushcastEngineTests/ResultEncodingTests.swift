@@ -80,4 +80,30 @@ final class ResultEncodingTests: XCTestCase {
         ResultEncoding.appendMilliseconds(0.05, to: &out)
         XCTAssertEqual(String(decoding: out, as: UTF8.self), "0.1")
     }
+
+    /// The eight-bytes-at-a-time scan agrees with the plain byte test on every length, on every
+    /// byte value at every position, and beside bytes >= 0x80 (UTF-8 text) and near-misses
+    /// (0x1F/0x20, 0x21/0x23, 0x5B/0x5D).
+    func testEscapeScanAgreesWithTheByteTest() {
+        func plain(_ bytes: [UInt8]) -> Bool { bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }
+        func fast(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer { ResultEncoding.needsJSONEscape($0) } }
+        for length in 0...24 {
+            let clean = [UInt8](repeating: 0x61, count: length)
+            XCTAssertFalse(fast(clean))
+            for position in 0..<length {
+                for value in 0...255 {
+                    var bytes = clean
+                    bytes[position] = UInt8(value)
+                    XCTAssertEqual(fast(bytes), plain(bytes), "byte \(value) at \(position) of \(length)")
+                }
+            }
+        }
+        let rng = SplitMix64(seed: 11)
+        let alphabet: [UInt8] = [0x00, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xA0, 0xD9, 0xFF, 0x61]
+        for _ in 0..<20_000 {
+            let length = Int(rng.next() % 40)
+            let bytes = (0..<length).map { _ in rng.next() % 4 == 0 ? alphabet[Int(rng.next() % UInt64(alphabet.count))] : 0x80 | UInt8(rng.next() % 0x40) }
+            XCTAssertEqual(fast(bytes), plain(bytes), "\(bytes)")
+        }
+    }
 }

@@ -133,4 +133,77 @@ final class HTTP2HotPathTests: XCTestCase {
         pair.client.takeEvents { _ in more += 1 }
         XCTAssertEqual(more, 0)
     }
+
+    // MARK: HPACK
+
+    /// A header marked not indexable (apns-id: a new value on every request) goes out as a
+    /// never-indexed literal and stays out of the peer's dynamic table; the campaign's repeated
+    /// headers are indexed once and then sent as one-byte references.
+    func testNonIndexableHeaderIsNeverIndexedAndRepeatedHeadersAreIndexed() throws {
+        let pair = try HTTP2Pair()
+        try pair.pump()
+        let inflater = try XCTUnwrap({ () -> OpaquePointer? in
+            var inflater: OpaquePointer?
+            return nghttp2_hd_inflate_new(&inflater) == 0 ? inflater : nil
+        }())
+        defer { nghttp2_hd_inflate_del(inflater) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        defer { buffer.deallocate() }
+        var blockSizes: [Int] = []
+        for n in 0..<3 {
+            var request = HTTP2Pair.request("/3/device/\(n)")
+            request.headers = [HTTP2Header("apns-topic", "com.example.app"),
+                               HTTP2Header("apns-id", "0a0b0c0d-0e0f-5000-8000-00000000000\(n)", indexable: false)]
+            XCTAssertNotNil(pair.client.submit(request, tag: UInt64(n)))
+            var output: [UInt8] = []
+            while true {
+                let count = pair.client.produce(into: buffer)
+                if count == 0 { break }
+                output += buffer[0..<count]
+            }
+            // The HEADERS frame's block (RFC 9113 §4.1: 9-byte frame headers), decoded by an
+            // independent nghttp2 inflater that keeps its own dynamic table across requests.
+            var offset = 0
+            var block: [UInt8]?
+            while offset + 9 <= output.count {
+                let length = Int(output[offset]) << 16 | Int(output[offset + 1]) << 8 | Int(output[offset + 2])
+                if output[offset + 3] == 0x1 { block = Array(output[(offset + 9)..<(offset + 9 + length)]) }
+                offset += 9 + length
+            }
+            let headers = try XCTUnwrap(block, "request \(n) sent a HEADERS frame")
+            blockSizes.append(headers.count)
+            var flagsByName: [String: UInt8] = [:]
+            var values: [String: String] = [:]
+            try headers.withUnsafeBufferPointer { bytes in
+                var consumed = 0
+                while consumed < bytes.count {
+                    var nv = nghttp2_nv()
+                    var flags: Int32 = 0
+                    let rv = nghttp2_hd_inflate_hd2(inflater, &nv, &flags, bytes.baseAddress! + consumed, bytes.count - consumed, 1)
+                    XCTAssertGreaterThanOrEqual(rv, 0)
+                    guard rv >= 0 else { return }
+                    consumed += rv
+                    if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
+                        let name = String(decoding: UnsafeBufferPointer(start: nv.name, count: nv.namelen), as: UTF8.self)
+                        flagsByName[name] = nv.flags
+                        values[name] = String(decoding: UnsafeBufferPointer(start: nv.value, count: nv.valuelen), as: UTF8.self)
+                    }
+                    if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 { break }
+                    if rv == 0 && flags == 0 { throw XCTSkip("inflater made no progress") }
+                }
+                nghttp2_hd_inflate_end_headers(inflater)
+            }
+            XCTAssertEqual(values["apns-id"], "0a0b0c0d-0e0f-5000-8000-00000000000\(n)")
+            XCTAssertEqual(values["apns-topic"], "com.example.app")
+            XCTAssertEqual(flagsByName["apns-id"].map { $0 & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) }, UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue),
+                           "apns-id is a never-indexed literal")
+            XCTAssertEqual(flagsByName["apns-topic"].map { $0 & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) }, 0)
+            // The dynamic table holds the indexable headers only: apns-topic and :authority
+            // (:path is never indexed by nghttp2), never an apns-id.
+            XCTAssertEqual(nghttp2_hd_inflate_get_num_table_entries(inflater) - 61, 2, "request \(n)")
+        }
+        // From the second request on, apns-topic and :authority are one-byte references.
+        XCTAssertLessThan(blockSizes[1], blockSizes[0] - 20)
+        XCTAssertEqual(blockSizes[1], blockSizes[2])
+    }
 }
