@@ -2,6 +2,8 @@
 """The full campaign job against h2load, and peak memory at 1M and 10M rows.
 
     pushcast send FILE ...            parse + template + apns-id + JWT + HTTP/2 + TLS + results line
+    pushcast bench -H ... -d BODY     h2load's exact requests through pushcast's client: the transport
+                                      alone, the floor under the full job
     h2load -n N ... -i URIS           the same number of POSTs, same body size, same headers
 
 both against one `pushcast mock --auth none` (so h2load's requests, which carry no valid provider
@@ -84,6 +86,45 @@ def run_send(pushcast, work, tokens, rows, options, key, label):
         mock.stop()
 
 
+FAKE_JWT = ("eyJhbGciOiJFUzI1NiIsImtpZCI6IkJFTkNIS0VZMDEifQ.eyJpc3MiOiJCRU5DSFRFQU0xIiwiaWF0IjoxNzk2MDAwMDAwfQ."
+            + "A" * 86)
+# The headers h2load sends (and `pushcast bench` in the transport-alone run): the campaign's, with
+# one fixed apns-id and a JWT-shaped bearer of the real one's length.
+H2_HEADERS = ["apns-topic: " + TOPIC, "apns-push-type: alert", "apns-priority: 10",
+              "apns-id: 0a0b0c0d-0e0f-5000-8000-000000000000", "authorization: bearer " + FAKE_JWT,
+              "content-type: application/json"]
+
+
+def write_body(work):
+    body = os.path.join(work, "body.json")
+    with open(body, "w") as f:
+        f.write(TEMPLATE.replace("{{first_name}}", "Alice").replace("{{locale}}", "en"))
+    return body
+
+
+def run_transport(pushcast, work, rows, options):
+    """`pushcast bench` with h2load's exact requests: pushcast's HTTP/2 + TLS + io_uring client with
+    none of the campaign's work (no file, template, apns-id, outcome or results line). The floor
+    under the full job's CPU, measured the same way."""
+    mock, port, ca = start_mock(pushcast, work, "transport")
+    try:
+        argv = [pushcast, "bench", "--endpoint", "https://127.0.0.1:%d" % port, "--ca-file", ca, "-n", str(rows),
+                "-c", str(options.connections), "-m", str(options.streams), "--workers", "1", "-d", write_body(work),
+                "--path", "/3/device/0" + "%063x" % 0x1234567, "--json"]
+        for header in H2_HEADERS:
+            argv += ["-H", header]
+        client = Child("transport", argv, work)
+        if not client.wait(options.timeout):
+            raise BenchmarkError("pushcast bench ran past %d s" % options.timeout)
+        if client.exit_code != 0:
+            raise BenchmarkError("pushcast bench exited %s:\n%s" % (client.exit_code, client.stderr()))
+        report = json.loads(client.stdout())
+        return {"argv": argv, "rows": rows, "delivered": report["succeeded"], "cpu": client.cpu_seconds,
+                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib}
+    finally:
+        mock.stop()
+
+
 def run_h2load(pushcast, work, rows, options):
     mock, port, ca = start_mock(pushcast, work, "h2load")
     try:
@@ -92,14 +133,11 @@ def run_h2load(pushcast, work, rows, options):
         with open(uris, "w") as f:
             for _ in range(10000):
                 f.write("https://127.0.0.1:%d/3/device/%x%063x\n" % (port, rng.randrange(4), rng.getrandbits(252)))
-        body = os.path.join(work, "body.json")
-        with open(body, "w") as f:
-            f.write(TEMPLATE.replace("{{first_name}}", "Alice").replace("{{locale}}", "en"))
-        fake_jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkJFTkNIS0VZMDEifQ.eyJpc3MiOiJCRU5DSFRFQU0xIiwiaWF0IjoxNzk2MDAwMDAwfQ." + "A" * 86
         argv = ["h2load", "-n", str(rows), "-c", str(options.connections), "-m", str(options.streams), "-t", "1",
-                "-d", body, "-H", "apns-topic: " + TOPIC, "-H", "apns-push-type: alert", "-H", "apns-priority: 10",
-                "-H", "apns-id: 0a0b0c0d-0e0f-5000-8000-000000000000", "-H", "authorization: bearer " + fake_jwt,
-                "-H", "content-type: application/json", "-i", uris]
+                "-d", write_body(work)]
+        for header in H2_HEADERS:
+            argv += ["-H", header]
+        argv += ["-i", uris]
         client = Child("h2load", argv, work)
         if not client.wait(options.timeout):
             raise BenchmarkError("h2load ran past %d s" % options.timeout)
@@ -138,10 +176,11 @@ def main(argv):
     try:
         tokens = os.path.join(options.data_dir, "tokens-%d.csv" % options.rows)
         make_tokens(tokens, options.rows)
-        sends, h2s = [], []
+        sends, h2s, transports = [], [], []
         for _ in range(max(1, options.repeat)):
             sends.append(run_send(options.pushcast, work, tokens, options.rows, options, key, "send"))
             h2s.append(run_h2load(options.pushcast, work, options.rows, options))
+            transports.append(run_transport(options.pushcast, work, options.rows, options))
 
         def per_notification(r):
             return r["cpu"] * 1e6 / max(1, r["delivered"] or 1)
@@ -153,16 +192,24 @@ def main(argv):
 
         send = sorted(sends, key=per_notification)[len(sends) // 2]
         h2 = sorted(h2s, key=per_notification)[len(h2s) // 2]
+        transport = sorted(transports, key=per_notification)[len(transports) // 2]
         us_send = median([per_notification(r) for r in sends])
         us_h2 = median([per_notification(r) for r in h2s])
+        us_transport = median([per_notification(r) for r in transports])
         lines += ["| client | rows / requests | delivered | client CPU µs per notification | wall s | peak RSS MiB |",
                   "|---|---:|---:|---:|---:|---:|",
                   "| pushcast send (full job) | %d | %d | %.2f | %.2f | %.1f |" % (send["rows"], send["delivered"], us_send, send["wall"], send["rss_kib"] / 1024),
+                  "| pushcast bench, h2load's requests (transport alone) | %d | %s | %.2f | %.2f | %.1f |"
+                  % (transport["rows"], transport["delivered"], us_transport, transport["wall"], transport["rss_kib"] / 1024),
                   "| h2load (same requests) | %d | %s | %.2f | %.2f | %.1f |" % (h2["rows"], h2["delivered"], us_h2, h2["wall"], h2["rss_kib"] / 1024),
-                  "", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2)]
+                  "", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2),
+                  "", "pushcast's transport alone / h2load: **%.2f** (the floor under the full job's ratio: the same HTTP/2 "
+                  "library does the HPACK work for both)" % (us_transport / us_h2)]
         if len(sends) > 1:
-            lines += ["", "%d alternating runs each; medians above. Every run, µs per notification: pushcast %s; h2load %s"
+            lines += ["", "%d alternating runs each; medians above. Every run, µs per notification: pushcast send %s; "
+                      "transport alone %s; h2load %s"
                       % (len(sends), ", ".join("%.2f" % per_notification(r) for r in sends),
+                         ", ".join("%.2f" % per_notification(r) for r in transports),
                          ", ".join("%.2f" % per_notification(r) for r in h2s))]
         lines += [""]
         rss = []
@@ -177,7 +224,7 @@ def main(argv):
                 lines.append("| %d | %d | %.1f | %.1f | %.0f |" % (r["rows"], r["delivered"], r["rss_kib"] / 1024, r["wall"], r["rate"]))
             if len(rss) > 1:
                 lines += ["", "peak RSS, %d rows / %d rows: **%.2f**" % (rss[-1]["rows"], rss[0]["rows"], rss[-1]["rss_kib"] / rss[0]["rss_kib"])]
-        commands = [" ".join(send["argv"]), " ".join(h2["argv"])]
+        commands = [" ".join(send["argv"]), " ".join(transport["argv"]), " ".join(h2["argv"])]
         lines += ["", "Commands (paths and ports vary):", "```"] + commands + ["```"]
     except BenchmarkError as error:
         print("campaign.py: %s" % error, file=sys.stderr)
