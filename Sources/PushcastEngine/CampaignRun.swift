@@ -244,9 +244,8 @@ public final class CampaignRun {
         let feedLanes: [[LaneFeeder]] = feeds.map { feed in feed.preparer.sends.compactMap { feeder($0) } }
 
         var drained: [OutcomeRecord] = []
-        var encoded: [UInt8] = []
-        encoded.reserveCapacity(256 * 1024)
-        var pruneEncoded: [UInt8] = []
+        var encoded = ByteBuffer(capacity: 256 * 1024)
+        var pruneEncoded = ByteBuffer(capacity: 16 * 1024)
         var feedDone = Array(repeating: false, count: feeds.count)
         var inputDone = false
         var readError: String? = nil
@@ -275,13 +274,13 @@ public final class CampaignRun {
 
         func flushEncoded() throws(CampaignError) {
             do {
-                if !encoded.isEmpty { try results.append(encoded) }
-                if !pruneEncoded.isEmpty { try prune.append(pruneEncoded) }
+                if !encoded.isEmpty { try results.append(encoded.bytes) }
+                if !pruneEncoded.isEmpty { try prune.append(pruneEncoded.bytes) }
             } catch {
                 throw .output(error.description)
             }
-            encoded.removeAll(keepingCapacity: true)
-            pruneEncoded.removeAll(keepingCapacity: true)
+            encoded.removeAll()
+            pruneEncoded.removeAll()
         }
 
         /// Reads from one feed while its lanes take notifications; returns when they are full,

@@ -9,8 +9,63 @@ public enum ResultsFormat: String, Sendable, CaseIterable {
 /// Byte-level encoders for results and prune lines: no Foundation, no JSON serialisation per row.
 /// Byte literals, made once.
 enum Literal {
-    static let null: [UInt8] = Array("null".utf8)
     static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+}
+
+/// Where the encoders write: a `[UInt8]`, or a `ByteBuffer` (the results writer's: no uniqueness
+/// check and no generic copy per piece).
+public protocol ByteSink {
+    mutating func append(_ byte: UInt8)
+    mutating func append(bytes: UnsafeBufferPointer<UInt8>)
+}
+
+extension Array: ByteSink where Element == UInt8 {
+    @inline(__always)
+    public mutating func append(bytes: UnsafeBufferPointer<UInt8>) { append(contentsOf: bytes) }
+}
+
+/// A growable byte buffer for encoded lines, reused between flushes.
+public final class ByteBuffer: ByteSink {
+    private var base: UnsafeMutablePointer<UInt8>
+    public private(set) var count = 0
+    private var capacity: Int
+
+    public init(capacity: Int) {
+        self.capacity = max(capacity, 64)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// The bytes written so far, valid until the next write.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    public func removeAll() { count = 0 }
+
+    @inline(__always)
+    public func append(_ byte: UInt8) {
+        if count == capacity { grow(to: count + 1) }
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    public func append(bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress else { return }
+        if count + bytes.count > capacity { grow(to: count + bytes.count) }
+        (base + count).update(from: source, count: bytes.count)
+        count += bytes.count
+    }
+
+    private func grow(to needed: Int) {
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: max(needed, capacity * 2))
+        grown.update(from: base, count: count)
+        base.deallocate()
+        base = grown
+        capacity = max(needed, capacity * 2)
+    }
 }
 
 public enum ResultEncoding {
@@ -18,14 +73,14 @@ public enum ResultEncoding {
     public static let pruneHeader = "token,provider,reason,unregistered_at,id\n"
 
     /// Appends one results line for `record`.
-    public static func appendLine(_ record: OutcomeRecord, format: ResultsFormat, to out: inout [UInt8]) {
+    public static func appendLine<Sink: ByteSink>(_ record: OutcomeRecord, format: ResultsFormat, to out: inout Sink) {
         switch format {
         case .ndjson: appendJSONLine(record, to: &out)
         case .csv: appendCSVLine(record, to: &out)
         }
     }
 
-    static func appendJSONLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
+    static func appendJSONLine<Sink: ByteSink>(_ r: OutcomeRecord, to out: inout Sink) {
         appendLiteral("{\"row\":", to: &out)
         appendInteger(r.row, to: &out)
         appendLiteral(",\"id\":", to: &out)
@@ -36,9 +91,9 @@ public enum ResultEncoding {
         appendJSONString(r.provider?.rawValue, to: &out)
         appendLiteral(",\"outcome\":\"", to: &out)
         var outcome = r.outcome.rawValue
-        outcome.withUTF8 { out.append(contentsOf: $0) }
+        outcome.withUTF8 { out.append(bytes: $0) }
         appendLiteral("\",\"status\":", to: &out)
-        if let status = r.status { appendInteger(status, to: &out) } else { out.append(contentsOf: Literal.null) }
+        if let status = r.status { appendInteger(status, to: &out) } else { appendLiteral("null", to: &out) }
         appendLiteral(",\"reason\":", to: &out)
         appendJSONString(r.reason, to: &out)
         appendLiteral(",\"apns_id\":", to: &out)
@@ -52,7 +107,7 @@ public enum ResultEncoding {
         appendLiteral(",\"attempts\":", to: &out)
         appendInteger(r.attempts, to: &out)
         appendLiteral(",\"latency_ms\":", to: &out)
-        if let latency = r.latencyMilliseconds { appendMilliseconds(latency, to: &out) } else { out.append(contentsOf: Literal.null) }
+        if let latency = r.latencyMilliseconds { appendMilliseconds(latency, to: &out) } else { appendLiteral("null", to: &out) }
         if let first = r.duplicateOf {
             appendLiteral(",\"duplicate_of\":", to: &out)
             appendInteger(first, to: &out)
@@ -64,7 +119,7 @@ public enum ResultEncoding {
         appendLiteral("}\n", to: &out)
     }
 
-    static func appendCSVLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
+    static func appendCSVLine<Sink: ByteSink>(_ r: OutcomeRecord, to out: inout Sink) {
         appendInteger(r.row, to: &out)
         out.append(0x2C)
         appendCSVField(r.id, to: &out)
@@ -74,7 +129,7 @@ public enum ResultEncoding {
         appendCSVField(r.provider?.rawValue, to: &out)
         out.append(0x2C)
         var outcome = r.outcome.rawValue
-        outcome.withUTF8 { out.append(contentsOf: $0) }
+        outcome.withUTF8 { out.append(bytes: $0) }
         out.append(0x2C)
         if let status = r.status { appendInteger(status, to: &out) }
         out.append(0x2C)
@@ -97,7 +152,7 @@ public enum ResultEncoding {
     }
 
     /// Appends one prune line (`token,provider,reason,unregistered_at,id`).
-    public static func appendPruneLine(_ r: OutcomeRecord, to out: inout [UInt8]) {
+    public static func appendPruneLine<Sink: ByteSink>(_ r: OutcomeRecord, to out: inout Sink) {
         appendCSVField(r.token, to: &out)
         out.append(0x2C)
         appendCSVField(r.provider?.rawValue, to: &out)
@@ -114,11 +169,11 @@ public enum ResultEncoding {
 
     /// Appends a literal's bytes in one copy.
     @inline(__always)
-    static func appendLiteral(_ literal: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    static func appendLiteral<Sink: ByteSink>(_ literal: StaticString, to out: inout Sink) {
+        out.append(bytes: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
-    static func appendInteger(_ value: Int, to out: inout [UInt8]) {
+    static func appendInteger<Sink: ByteSink>(_ value: Int, to out: inout Sink) {
         if value < 0 {
             out.append(0x2D)
             appendInteger(-value, to: &out)
@@ -143,34 +198,36 @@ public enum ResultEncoding {
     }
 
     /// Milliseconds with one decimal.
-    static func appendMilliseconds(_ value: Double, to out: inout [UInt8]) {
+    static func appendMilliseconds<Sink: ByteSink>(_ value: Double, to out: inout Sink) {
         let tenths = Int((max(0, value) * 10).rounded())
         appendInteger(tenths / 10, to: &out)
         out.append(0x2E)
         out.append(0x30 + UInt8(tenths % 10))
     }
 
-    static func appendJSONString(_ value: String?, to out: inout [UInt8]) {
+    static func appendJSONString<Sink: ByteSink>(_ value: String?, to out: inout Sink) {
         guard let value else {
-            out.append(contentsOf: Literal.null)
+            appendLiteral("null", to: &out)
             return
         }
         out.append(0x22)
         withUTF8(of: value) { utf8 in
             // Fast path: most values (tokens, ids, reasons, UUIDs) need no escaping at all.
             if !needsJSONEscape(utf8) {
-                out.append(contentsOf: utf8)
+                out.append(bytes: utf8)
                 return
             }
             for byte in utf8 {
                 switch byte {
-                case 0x22: out += [0x5C, 0x22]
-                case 0x5C: out += [0x5C, 0x5C]
-                case 0x0A: out += [0x5C, 0x6E]
-                case 0x0D: out += [0x5C, 0x72]
-                case 0x09: out += [0x5C, 0x74]
+                case 0x22: out.append(0x5C); out.append(0x22)
+                case 0x5C: out.append(0x5C); out.append(0x5C)
+                case 0x0A: out.append(0x5C); out.append(0x6E)
+                case 0x0D: out.append(0x5C); out.append(0x72)
+                case 0x09: out.append(0x5C); out.append(0x74)
                 case 0..<0x20:
-                    out += [0x5C, 0x75, 0x30, 0x30, Literal.hex[Int(byte >> 4)], Literal.hex[Int(byte & 0xF)]]
+                    appendLiteral("\\u00", to: &out)
+                    out.append(Literal.hex[Int(byte >> 4)])
+                    out.append(Literal.hex[Int(byte & 0xF)])
                 default: out.append(byte)
                 }
             }
@@ -217,12 +274,12 @@ public enum ResultEncoding {
     }
 
     /// RFC 4180: quote a field that holds a comma, quote, CR or LF; double the quotes.
-    static func appendCSVField(_ value: String?, to out: inout [UInt8]) {
+    static func appendCSVField<Sink: ByteSink>(_ value: String?, to out: inout Sink) {
         guard let value else { return }
         withUTF8(of: value) { utf8 in
             let needsQuotes = utf8.contains { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }
             if !needsQuotes {
-                out += utf8
+                out.append(bytes: utf8)
                 return
             }
             out.append(0x22)

@@ -351,7 +351,7 @@ enum SendCommand {
                 break
             }
         }
-        var reader = plan.reader
+        let reader = plan.reader
         while true {
             let record: InputRecord?
             do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }

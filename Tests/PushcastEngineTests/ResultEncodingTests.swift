@@ -106,4 +106,41 @@ final class ResultEncodingTests: XCTestCase {
             XCTAssertEqual(fast(bytes), plain(bytes), "\(bytes)")
         }
     }
+
+    /// The results writer's `ByteBuffer` (starting tiny, so it grows many times) holds exactly the
+    /// bytes the `[UInt8]` encoding gives, for every field shape and both formats, and every
+    /// NDJSON line parses back to its record's values.
+    func testByteBufferEncodesExactlyLikeAnArray() throws {
+        let buffer = ByteBuffer(capacity: 1)
+        var array = [UInt8]()
+        var records: [OutcomeRecord] = []
+        let texts = ["plain", "quote \" and \\ backslash", "tab\tnew\nline\r", "\u{01}\u{1F}", "comma, here",
+                     "\u{645}\u{631}\u{62D}\u{628}\u{627} 李娜 Анна", String(repeating: "x", count: 5000)]
+        for (i, text) in texts.enumerated() {
+            records.append(OutcomeRecord(row: i + 1, id: text, token: text, provider: i % 2 == 0 ? .apns : .fcm, outcome: .failed,
+                                         status: 400 + i, reason: text, error: text, apnsID: text, fcmName: text,
+                                         unregisteredAt: text, duplicateOf: i, attempts: i, latencyMilliseconds: Double(i) * 1.25))
+        }
+        var bufferSink = buffer
+        for format in ResultsFormat.allCases {
+            for record in records {
+                ResultEncoding.appendLine(record, format: format, to: &bufferSink)
+                ResultEncoding.appendLine(record, format: format, to: &array)
+                ResultEncoding.appendPruneLine(record, to: &bufferSink)
+                ResultEncoding.appendPruneLine(record, to: &array)
+            }
+        }
+        XCTAssertEqual(Array(buffer.bytes), array)
+        buffer.removeAll()
+        XCTAssertTrue(buffer.isEmpty)
+        for record in records {
+            var sink = buffer
+            ResultEncoding.appendLine(record, format: .ndjson, to: &sink)
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(buffer.bytes)) as? [String: Any])
+            XCTAssertEqual(object["token"] as? String, record.token)
+            XCTAssertEqual(object["error"] as? String, record.error)
+            XCTAssertEqual(object["row"] as? Int, record.row)
+            buffer.removeAll()
+        }
+    }
 }
