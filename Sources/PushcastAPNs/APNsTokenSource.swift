@@ -94,6 +94,13 @@ public final class APNsTokenSource: Sendable {
     /// The generation of the current token; changes only when a new token is signed.
     public var generation: UInt64 { currentGeneration.load(ordering: .acquiring) }
 
+    /// Whether a token of this generation is still the one to send (lock-free): no newer token
+    /// was signed and the current one is not due for renewal.
+    @inline(__always)
+    public func isCurrent(generation: UInt64) -> Bool {
+        generation == currentGeneration.load(ordering: .acquiring) && clock.secondsSinceEpoch() < refreshDueSeconds.load(ordering: .relaxed)
+    }
+
     /// How many tokens this source has signed (for tests and the run summary).
     public var signatureCount: Int { signatures.load(ordering: .relaxed) }
 
@@ -110,10 +117,7 @@ public final class APNsTokenSource: Sendable {
     /// whether `cached` changed.
     @inline(__always)
     public func refreshIfNeeded(_ cached: inout APNsBearerToken) -> Bool {
-        if cached.generation == currentGeneration.load(ordering: .acquiring)
-            && clock.secondsSinceEpoch() < refreshDueSeconds.load(ordering: .relaxed) {
-            return false
-        }
+        if isCurrent(generation: cached.generation) { return false }
         let fresh = current()
         defer { cached = fresh }
         return fresh.generation != cached.generation

@@ -209,7 +209,6 @@ public struct FCMSendSettings: Sendable {
 public final class FCMAdapter: ProviderAdapter {
     private let settings: FCMSendSettings
     private var generation: UInt64 = 0
-    private var headers: [HTTP2Header] = []
 
     public init(settings: FCMSendSettings) { self.settings = settings }
 
@@ -217,13 +216,17 @@ public final class FCMAdapter: ProviderAdapter {
     public var credentialPollNanoseconds: UInt64 { 20_000_000 }
     public var credentialReady: Bool { settings.tokens.current() != nil }
 
-    public func request(for n: UnsafePointer<PreparedNotification>) -> (request: HTTP2Request, credential: UInt64)? {
+    public func makeRequest() -> HTTP2Request { HTTP2Request(authority: settings.authority, path: settings.path) }
+
+    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafePointer<PreparedNotification>) -> UInt64? {
         guard let (token, current) = settings.tokens.current() else { return nil }
-        if current != generation {
+        if current != generation || request.pointee.fixedHeaders == nil {
             generation = current
-            headers = [HTTP2Header("authorization", "Bearer " + token), HTTP2Header("content-type", "application/json")]
+            request.pointee.fixedHeaders = HTTP2HeaderTemplate([HTTP2Header("authorization", "Bearer " + token),
+                                                                HTTP2Header("content-type", "application/json")])
         }
-        return (HTTP2Request(authority: settings.authority, path: settings.path, headers: headers, body: n.pointee.payload), current)
+        request.pointee.body = n.pointee.payload
+        return current
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {

@@ -40,11 +40,13 @@ public enum CredentialDecision: Sendable, Equatable {
 /// source the adapters hold.
 public protocol ProviderAdapter: AnyObject {
     var provider: ProviderID { get }
-    /// The request for the notification, and the generation of the credential it carries; nil
-    /// when no credential is ready yet (ask again after `credentialPollNanoseconds`). The
-    /// notification is read in place in the send loop's slab (passing it by value would retain
-    /// and release each of its buffers).
-    func request(for notification: UnsafePointer<PreparedNotification>) -> (request: HTTP2Request, credential: UInt64)?
+    /// The request every send of this worker starts from (authority, path, method).
+    func makeRequest() -> HTTP2Request
+    /// Turns `request` (the worker's one request, changed in place between sends) into the request
+    /// for the notification; returns the generation of the credential it carries, or nil when no
+    /// credential is ready yet (ask again after `credentialPollNanoseconds`). Both are read and
+    /// written in place: passing them by value would retain and release each of their buffers.
+    func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for notification: UnsafePointer<PreparedNotification>) -> UInt64?
     var credentialPollNanoseconds: UInt64 { get }
     /// Whether a credential is at hand now (checked before a rate permit is taken for a request).
     var credentialReady: Bool { get }
@@ -76,38 +78,48 @@ public struct APNsSendSettings: Sendable {
 public final class APNsAdapter: ProviderAdapter {
     private let settings: APNsSendSettings
     private var bearer: APNsBearerToken?
-    /// The campaign's headers, kept between requests: only apns-id (and the bearer, when it is
-    /// renewed) change, in place, so no header array is built per request.
-    private var headers: [HTTP2Header] = []
+    private var bearerGeneration: UInt64 = 0
+    /// The credential generation the request's fixed headers carry: per request only apns-id
+    /// changes, in place, so no header array is built per request.
     private var headersGeneration: UInt64 = .max
 
     public init(settings: APNsSendSettings) {
         self.settings = settings
         bearer = settings.tokenSource?.current()
+        bearerGeneration = bearer?.generation ?? 0
     }
 
     public var provider: ProviderID { .apns }
     public var credentialPollNanoseconds: UInt64 { 0 }
     public var credentialReady: Bool { true }
 
-    public func request(for n: UnsafePointer<PreparedNotification>) -> (request: HTTP2Request, credential: UInt64)? {
-        var authorization: String? = nil
+    public func makeRequest() -> HTTP2Request { HTTP2Request(authority: settings.authority, path: "/3/device/") }
+
+    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafePointer<PreparedNotification>) -> UInt64? {
         var generation: UInt64 = 0
-        if let source = settings.tokenSource, var cached = bearer {
-            if source.refreshIfNeeded(&cached) { bearer = cached }
-            authorization = cached.authorization
-            generation = cached.generation
+        if let source = settings.tokenSource {
+            // The cached token is only touched when it changes: copying it would retain and
+            // release its JWT on every request.
+            if !source.isCurrent(generation: bearerGeneration) {
+                let fresh = source.current()
+                bearer = fresh
+                bearerGeneration = fresh.generation
+            }
+            generation = bearerGeneration
         }
-        let apnsIndex = settings.headers.fixedHeaders.count
-        if generation != headersGeneration {
-            headers = settings.headers.headers(authorization: authorization, apnsID: n.pointee.apnsID ?? "")
+        if generation != headersGeneration || request.pointee.fixedHeaders == nil {
+            // The campaign's headers and the bearer are laid out once per credential; apns-id is
+            // the only header left to change per request.
+            let all = settings.headers.headers(authorization: bearer?.authorization, apnsID: n.pointee.apnsID ?? "")
+            request.pointee.fixedHeaders = HTTP2HeaderTemplate(all.filter { $0.name != "apns-id" })
+            request.pointee.headers = all.filter { $0.name == "apns-id" }
             headersGeneration = generation
         } else {
-            headers[apnsIndex].value = n.pointee.apnsID ?? ""
+            request.pointee.headers[0].value = n.pointee.apnsID ?? ""
         }
-        let request = HTTP2Request(authority: settings.authority, path: "/3/device/", pathSuffix: n.pointee.token, headers: headers,
-                                   body: n.pointee.payload)
-        return (request, generation)
+        request.pointee.pathSuffix = n.pointee.token
+        request.pointee.body = n.pointee.payload
+        return generation
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {
@@ -134,6 +146,7 @@ public final class APNsAdapter: ProviderAdapter {
         switch source.refreshAfterExpired(seenToken: seen) {
         case .refreshed(let fresh):
             bearer = fresh
+            bearerGeneration = fresh.generation
             return .retry
         case .tooSoon(_, let seconds):
             return .stop("APNs rejected a provider token signed less than 20 minutes ago as expired "

@@ -67,6 +67,9 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private var channelFinished = false
     private var outbox: [OutcomeRecord] = []
     private var inFlight = 0
+    /// The one request this worker sends, changed in place for each notification (only its
+    /// path suffix, apns-id and body change), and read in place by the session.
+    private let request: UnsafeMutablePointer<HTTP2Request>
     /// When a request held back (by the rate limiter, or for want of a credential) may go.
     private var heldUntil: UInt64? = nil
 
@@ -85,14 +88,34 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         credentialOf = Array(repeating: 0, count: capacity)
         freeTags = Array((0..<capacity).reversed())
         retries = MinHeap(capacity: capacity) { $0.ready < $1.ready }
+        request = .allocate(capacity: 1)
+        request.initialize(to: adapter.makeRequest())
         resend.reserveCapacity(capacity)
         outbox.reserveCapacity(256)
         pending.reserveCapacity(64)
     }
 
+    deinit {
+        request.deinitialize(count: 1)
+        request.deallocate()
+    }
+
     // MARK: - ClientWorkload
 
     public func nextRequest() -> (request: HTTP2Request, tag: UInt64)? {
+        guard let tag = prepareNext() else { return nil }
+        return (request.pointee, UInt64(tag))
+    }
+
+    public func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool {
+        guard let tag = prepareNext() else { return false }
+        submit(UnsafePointer(request), UInt64(tag))
+        return true
+    }
+
+    /// Picks the next notification that may go now and turns `request` into its request; nil
+    /// when none may go.
+    private func prepareNext() -> Int? {
         guard !outcomes.isStopped else { return nil }
         let now = clock.nowNanoseconds()
         if let held = heldUntil {
@@ -122,9 +145,9 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             tag = fresh
         }
         precondition(occupied[tag], "empty slab slot \(tag)")
-        // Borrowed in place from the slab: a copy would retain and release each of its buffers.
-        let built = slab.withUnsafeMutableBufferPointer { slots in adapter.request(for: slots.baseAddress! + tag) }
-        guard let (request, credential) = built else {
+        // Read in place in the slab: a copy would retain and release each of its buffers.
+        let built = slab.withUnsafeMutableBufferPointer { slots in adapter.prepare(request, for: slots.baseAddress! + tag) }
+        guard let credential = built else {
             // No credential yet (a refresh is under way): hold this one and ask again soon.
             resend.append(tag)
             heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
@@ -133,7 +156,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         if slab[tag].firstSentNanoseconds == 0 { slab[tag].firstSentNanoseconds = now }
         credentialOf[tag] = credential
         inFlight += 1
-        return (request, UInt64(tag))
+        return tag
     }
 
     public func received(tag: UInt64, response: HTTP2Response) {

@@ -200,11 +200,12 @@ public final class ClientWorker {
         for c in connections {
             guard let channel = c.channel, channel.isHandshakeComplete, !c.draining else { continue }
             let http2 = channel.session
-            while http2.canOpenStream, let next = workload.nextRequest() {
-                guard http2.submit(next.request, tag: next.tag) != nil else {
+            while http2.canOpenStream, workload.submitNext({ request, tag in
+                guard http2.submit(request, tag: tag) != nil else {
                     // canOpenStream said yes; a refusal here is a broken invariant in the session.
                     preconditionFailure("HTTP2ClientSession refused a stream it said it could open")
                 }
+            }) {
                 inFlight += 1
             }
             let open = http2.streamsOpen

@@ -6,6 +6,10 @@ import PushcastWire
 public protocol ClientWorkload: AnyObject {
     /// The next request to send now, or nil when none is ready (more may come later).
     func nextRequest() -> (request: HTTP2Request, tag: UInt64)?
+    /// Hands the next request that may go now to `submit`, in place (valid only during the call);
+    /// false when none is ready. The worker calls this; the default wraps `nextRequest()`, and a
+    /// workload that keeps one request and changes it between sends passes it without a copy.
+    func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool
     /// A complete response for the request with this tag.
     func received(tag: UInt64, response: HTTP2Response)
     /// The request with this tag ended without a response; `failure.isSafeToRetry` says whether the
@@ -29,4 +33,10 @@ public struct TransportError: Error, CustomStringConvertible {
 extension ClientWorkload {
     /// Default: nothing to do at the end of a loop turn.
     public func turnEnded() {}
+
+    public func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool {
+        guard let next = nextRequest() else { return false }
+        withUnsafePointer(to: next.request) { submit($0, next.tag) }
+        return true
+    }
 }

@@ -194,23 +194,31 @@ public final class HTTP2ClientSession {
     /// Opens a stream for `request`; nil when `canOpenStream` is false. The deadline is now plus
     /// `Limits.requestTimeoutNanoseconds`.
     public func submit(_ request: HTTP2Request, tag: UInt64) -> Int32? {
+        withUnsafePointer(to: request) { submit($0, tag: tag) }
+    }
+
+    /// The same, reading the request in place (a caller that keeps one request and changes it
+    /// between submissions passes it without a copy: no retain or release of its strings and
+    /// buffers).
+    public func submit(_ request: UnsafePointer<HTTP2Request>, tag: UInt64) -> Int32? {
         guard canOpenStream else { return nil }
         let index = freeSlot
         precondition(index >= 0, "streamsAllowed never exceeds the slab")
 
         headerBlock.begin()
-        headerBlock.append(.method, request.method)
-        headerBlock.append(.scheme, request.scheme)
-        headerBlock.append(.authority, request.authority)
-        headerBlock.append(.path, request.path, suffix: request.pathSuffix)
-        request.headers.withUnsafeBufferPointer { headers in
+        headerBlock.append(.method, request.pointee.method)
+        headerBlock.append(.scheme, request.pointee.scheme)
+        headerBlock.append(.authority, request.pointee.authority)
+        headerBlock.append(.path, request.pointee.path, suffix: request.pointee.pathSuffix)
+        if let fixed = request.pointee.fixedHeaders { headerBlock.append(template: fixed) }
+        request.pointee.headers.withUnsafeBufferPointer { headers in
             for i in headers.indices { headerBlock.append(headers[i]) }
         }
         let fields = headerBlock.finish()
         let headerBytes = headerBlock.byteCount
 
         let streamID: Int32
-        if request.body.isEmpty {
+        if request.pointee.body.isEmpty {
             streamID = nghttp2_submit_request(session, nil, fields, headerBlock.count, nil, NG.userData(slot: index))
         } else {
             var provider = nghttp2_data_provider()
@@ -238,7 +246,7 @@ public final class HTTP2ClientSession {
         slot.pointee.unsentHeaderBytes = estimatedHeaderBytes
         // A free slot keeps its last body; the same body again (a campaign's shared payload)
         // then costs no retain/release.
-        request.body.withUnsafeBufferPointer { body in
+        request.pointee.body.withUnsafeBufferPointer { body in
             if body.count > slot.pointee.requestBodyCapacity {
                 slot.pointee.requestBody?.deallocate()
                 slot.pointee.requestBody = .allocate(capacity: body.count)
@@ -255,7 +263,7 @@ public final class HTTP2ClientSession {
         if newestSlot >= 0 { slots[newestSlot].next = index } else { oldestSlot = index }
         newestSlot = index
         streamsOpen += 1
-        outputQueuedBytes += estimatedHeaderBytes + request.body.count
+        outputQueuedBytes += estimatedHeaderBytes + request.pointee.body.count
         return streamID
     }
 

@@ -74,6 +74,44 @@ enum HTTP2PseudoHeader: Int, CaseIterable {
 /// live as long as this builder), so the storage is free again as soon as submit returns.
 /// The storage grows on demand (rebasing the fields already built), so a block is built in one
 /// pass without measuring it first.
+/// Regular headers that many requests share, laid out once as bytes with their nghttp2 field
+/// descriptors: a session copies the descriptors into each request's header block instead of
+/// copying each name and value string (and retaining and releasing it) per request. Immutable
+/// once made; nghttp2 copies the bytes it keeps when the request is submitted.
+public final class HTTP2HeaderTemplate: @unchecked Sendable {
+    public let headers: [HTTP2Header]
+    let fields: UnsafeMutablePointer<nghttp2_nv>
+    let count: Int
+    /// Bytes of names and values.
+    let byteCount: Int
+    private let bytes: UnsafeMutablePointer<UInt8>
+
+    public init(_ headers: [HTTP2Header]) {
+        self.headers = headers
+        var total = 0
+        for header in headers { total += header.name.utf8.count + header.value.utf8.count }
+        byteCount = total
+        bytes = .allocate(capacity: max(1, total))
+        count = headers.count
+        fields = .allocate(capacity: max(1, headers.count))
+        var offset = 0
+        for (i, header) in headers.enumerated() {
+            let nameStart = offset
+            for byte in header.name.utf8 { bytes[offset] = byte; offset += 1 }
+            let valueStart = offset
+            for byte in header.value.utf8 { bytes[offset] = byte; offset += 1 }
+            fields[i] = nghttp2_nv(name: bytes + nameStart, value: bytes + valueStart, namelen: valueStart - nameStart,
+                                   valuelen: offset - valueStart,
+                                   flags: header.indexable ? NG.flagNone : UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+        }
+    }
+
+    deinit {
+        fields.deallocate()
+        bytes.deallocate()
+    }
+}
+
 final class HTTP2HeaderBlockBuilder {
     private(set) var fields: UnsafeMutablePointer<nghttp2_nv>
     private(set) var count = 0
@@ -110,13 +148,16 @@ final class HTTP2HeaderBlockBuilder {
     }
 
     /// Bytes of names and values in the current block (not counting pseudo-header names).
-    var byteCount: Int { bytesUsed }
+    var byteCount: Int { bytesUsed + templateBytes }
+    /// Bytes of the templates appended to the current block (they stay in the template).
+    private var templateBytes = 0
 
     /// Starts a block, reserving room for `fieldCount` fields and `byteCount` bytes of names
     /// and values (not counting pseudo-header names). Grows the storage only when needed.
     func begin(fieldCount: Int = 0, byteCount: Int = 0) {
         count = 0
         bytesUsed = 0
+        templateBytes = 0
         if fieldCount > fieldCapacity { growFields(to: fieldCount) }
         if byteCount > byteCapacity { growBytes(to: byteCount) }
     }
@@ -146,6 +187,15 @@ final class HTTP2HeaderBlockBuilder {
         let name = pseudoNames + pseudoOffsets[HTTP2PseudoHeader.status.rawValue]
         add(name: name, nameLength: pseudoLengths[HTTP2PseudoHeader.status.rawValue], value: start, valueLength: 3,
             flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
+    }
+
+    /// A template's fields, pointing at its own bytes (valid while the template lives; nghttp2
+    /// copies them when the request is submitted).
+    func append(template: HTTP2HeaderTemplate) {
+        if count + template.count > fieldCapacity { growFields(to: count + template.count) }
+        (fields + count).update(from: template.fields, count: template.count)
+        count += template.count
+        templateBytes += template.byteCount
     }
 
     func append(_ header: HTTP2Header) {

@@ -38,9 +38,14 @@ public struct HTTP2Request: Sendable {
     public var pathSuffix: String
     /// The whole `:path` as sent.
     public var fullPath: String { path + pathSuffix }
+    /// Regular headers that many requests share (a campaign's fixed headers and its bearer
+    /// token), sent before `headers`; nil when there are none.
+    public var fixedHeaders: HTTP2HeaderTemplate?
     /// Regular headers only (lowercase names); pseudo-headers come from the fields above.
     public var headers: [HTTP2Header]
     public var body: [UInt8]
+    /// Every regular header as sent: `fixedHeaders`, then `headers`.
+    public var allHeaders: [HTTP2Header] { (fixedHeaders?.headers ?? []) + headers }
 
     public init(authority: String, path: String, pathSuffix: String = "", headers: [HTTP2Header] = [], body: [UInt8] = [],
                 method: String = "POST") {

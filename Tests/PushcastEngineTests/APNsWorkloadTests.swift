@@ -53,10 +53,10 @@ final class APNsWorkloadTests: XCTestCase {
         XCTAssertEqual(request.fullPath, "/3/device/" + String(format: "%064x", 1))
         XCTAssertEqual(request.authority, "api.push.apple.com")
         XCTAssertEqual(request.body, Array("{\"aps\":{}}".utf8))
-        let names = request.headers.map(\.name)
+        let names = request.allHeaders.map(\.name)
         XCTAssertTrue(names.contains("apns-topic"))
-        XCTAssertEqual(request.headers.first { $0.name == "apns-id" }?.value, "id-1")
-        XCTAssertTrue(request.headers.first { $0.name == "authorization" }?.value.hasPrefix("bearer eyJ") ?? false)
+        XCTAssertEqual(request.allHeaders.first { $0.name == "apns-id" }?.value, "id-1")
+        XCTAssertTrue(request.allHeaders.first { $0.name == "authorization" }?.value.hasPrefix("bearer eyJ") ?? false)
     }
 
     func testOutcomesForDeliveredPrunedAndFailed() throws {

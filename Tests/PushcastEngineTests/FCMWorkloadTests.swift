@@ -139,7 +139,7 @@ final class FCMWorkloadTests: XCTestCase {
     }
 
     static func header(_ request: HTTP2Request, _ name: String) -> String? {
-        request.headers.first { $0.name == name }?.value
+        request.allHeaders.first { $0.name == name }?.value
     }
 
     /// The row a request carries (the payload names it).
@@ -159,7 +159,7 @@ final class FCMWorkloadTests: XCTestCase {
         XCTAssertEqual(request.authority, "fcm.googleapis.com")
         XCTAssertEqual(Self.header(request, "authorization"), "Bearer ya29.token-1")
         XCTAssertEqual(Self.header(request, "content-type"), "application/json")
-        XCTAssertEqual(request.headers.filter { $0.name == "authorization" }.count, 1)
+        XCTAssertEqual(request.allHeaders.filter { $0.name == "authorization" }.count, 1)
         XCTAssertEqual(request.body, Rig.payload(row: 1))
         XCTAssertNil(rig.workload.nextRequest(), "one row, one request")
     }

@@ -78,17 +78,28 @@ final class HTTP2HotPathTests: XCTestCase {
 
     // MARK: Header block and body storage
 
+    /// The requests a server saw, by path.
+    final class RequestLog {
+        var seen: [String: HTTP2ServerRequest] = [:]
+    }
+
+    /// A pair past its SETTINGS exchange whose server answers 200 to every request and logs it.
+    private func answeringPair(serverLimits: Limits = Limits()) throws -> (HTTP2Pair, RequestLog) {
+        let pair = try HTTP2Pair(serverLimits: serverLimits)
+        try pair.pump()
+        let log = RequestLog()
+        pair.onServerEvent = { event, server in
+            guard case .request(let request) = event else { return }
+            log.seen[request.path] = request
+            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
+        }
+        return (pair, log)
+    }
+
     func testLargeHeadersAndBodiesOfChangingSizesRoundTripExactly() throws {
         var serverLimits = Limits()
         serverLimits.requestBodyBytesMax = 64 * 1024
-        let pair = try HTTP2Pair(serverLimits: serverLimits)
-        try pair.pump()
-        var seen: [String: HTTP2ServerRequest] = [:]
-        pair.onServerEvent = { event, server in
-            guard case .request(let request) = event else { return }
-            seen[request.path] = request
-            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
-        }
+        let (pair, log) = try answeringPair(serverLimits: serverLimits)
         // Sizes straddle the builder's first 2 KiB, the slot's kept 4 KiB body, and shrink again.
         let sizes = [10, 3000, 5000, 20_000, 60, 0, 4096, 4097, 1]
         for (index, size) in sizes.enumerated() {
@@ -98,7 +109,7 @@ final class HTTP2HotPathTests: XCTestCase {
             request.headers.append(HTTP2Header("x-long", long))
             XCTAssertNotNil(pair.client.submit(request, tag: UInt64(index)))
             try pair.pump()
-            let got = try XCTUnwrap(seen["/size/\(index)"])
+            let got = try XCTUnwrap(log.seen["/size/\(index)"])
             XCTAssertEqual(got.body, body, "body of \(size) bytes")
             XCTAssertEqual(got.header("x-long"), long)
             XCTAssertEqual(got.header("apns-topic"), "com.example.app")
@@ -205,5 +216,46 @@ final class HTTP2HotPathTests: XCTestCase {
         // From the second request on, apns-topic and :authority are one-byte references.
         XCTAssertLessThan(blockSizes[1], blockSizes[0] - 20)
         XCTAssertEqual(blockSizes[1], blockSizes[2])
+    }
+
+    /// Fixed headers from a template arrive with the per-request ones, intact, in order, and
+    /// with their no-index flag; a template replaced mid-run (a renewed bearer) is freed while
+    /// requests that used it are still in flight, which is safe because nghttp2 copied its bytes
+    /// at submit time. The builder's own bytes grow past 2 KiB around the template's pointers.
+    func testFixedHeaderTemplateIsSentLikePlainHeaders() throws {
+        let (pair, log) = try answeringPair()
+        var request = HTTP2Pair.request("/t/")
+        for round in 0..<4 {
+            // A new template each round; the previous one has no owner left once it is replaced.
+            request.fixedHeaders = HTTP2HeaderTemplate([
+                HTTP2Header("apns-topic", "com.example.app"),
+                HTTP2Header("authorization", "bearer token-\(round)-" + String(repeating: "j", count: 180)),
+                HTTP2Header("x-secret", "s\(round)", indexable: false),
+            ])
+            for n in 0..<25 {
+                request.pathSuffix = "\(round)/\(n)"
+                request.headers = [HTTP2Header("apns-id", "id-\(round)-\(n)", indexable: false),
+                                   HTTP2Header("x-long", String(repeating: "v", count: n * 100))]
+                // Output back-pressure (16 KiB queued) closes the session to new streams; the pump
+                // drains it, so some requests of the previous template are still queued here.
+                if !pair.client.canOpenStream { try pair.pump() }
+                XCTAssertNotNil(pair.client.submit(request, tag: UInt64(round * 100 + n)))
+            }
+        }
+        request.fixedHeaders = nil
+        try pair.pump()
+        XCTAssertEqual(log.seen.count, 100)
+        for round in 0..<4 {
+            for n in 0..<25 {
+                let got = try XCTUnwrap(log.seen["/t/\(round)/\(n)"])
+                XCTAssertEqual(got.headers.map(\.name), ["apns-topic", "authorization", "x-secret", "apns-id", "x-long"])
+                XCTAssertEqual(got.header("authorization"), "bearer token-\(round)-" + String(repeating: "j", count: 180))
+                XCTAssertEqual(got.header("x-secret"), "s\(round)")
+                XCTAssertEqual(got.header("apns-id"), "id-\(round)-\(n)")
+                XCTAssertEqual(got.header("x-long")?.count, n * 100)
+            }
+        }
+        XCTAssertEqual(pair.clientEvents.compactMap(\.response).count, 100)
+        XCTAssertEqual(request.allHeaders.map(\.name), ["apns-id", "x-long"])
     }
 }
