@@ -92,28 +92,24 @@ nonisolated(unsafe) let sha256Digest: OpaquePointer = {
 /// allocation) and one or two SHA-256 blocks. Not thread-safe; give each worker its own.
 public final class APNsIDGenerator {
     public let campaign: String
-    private let prefix: [UInt8]
-    private let context: OpaquePointer
+    /// SHA-256 over the campaign and its 0 separator, computed once; each row copies it.
+    private let primed: UnsafeMutablePointer<pushcast_sha256_state>
 
     public init(campaign: String) {
         self.campaign = campaign
-        prefix = Array(campaign.utf8) + [0]
-        guard let context = EVP_MD_CTX_new() else { fatalError("OpenSSL cannot allocate a digest context") }
-        self.context = context
+        primed = .allocate(capacity: 1)
+        primed.initialize(to: pushcast_sha256_state())
+        let prefix = Array(campaign.utf8) + [0]
+        prefix.withUnsafeBytes { pushcast_sha256_prime(primed, $0.baseAddress, $0.count) }
     }
 
-    deinit { EVP_MD_CTX_free(context) }
+    deinit { primed.deallocate() }
 
     /// The same value as `APNsID.derive(campaign:token:)`.
     public func derive(token: UnsafeRawBufferPointer) -> String {
         var digest = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         withUnsafeMutableBytes(of: &digest) { out in
-            var size: UInt32 = 0
-            let ok = EVP_DigestInit_ex2(context, sha256Digest, nil) == 1
-                && prefix.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, $0.count) } == 1
-                && EVP_DigestUpdate(context, token.baseAddress, token.count) == 1
-                && EVP_DigestFinal_ex(context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &size) == 1
-            precondition(ok && size == 32, "SHA-256 failed")
+            pushcast_sha256_finish(primed, token.baseAddress, token.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
         }
         return APNsID.uuid(fromDigest: &digest)
     }

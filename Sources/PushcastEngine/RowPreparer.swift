@@ -299,13 +299,9 @@ public struct RowPreparer {
         let apnsID = provider == .apns ? apnsIDs.derive(token: token) : nil
         // Exactly the body's bytes: Array(payload) would keep the render buffer's 8 KiB capacity
         // in every in-flight notification (massif: 7 KB each, 25 MB at 4 x 250 streams).
-        let count = payload.count
-        let exact = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            payload.withUnsafeBufferPointer { source in
-                buffer.baseAddress!.initialize(from: source.baseAddress!, count: count)
-            }
-            initialized = count
-        }
+        // (Array(_:) of a buffer pointer is specialised; the unsafeUninitializedCapacity
+        // initialiser looked up generic metadata on every row.)
+        let exact = payload.withUnsafeBufferPointer { Array($0) }
         return .send(PreparedNotification(row: view.row, id: id, token: token, apnsID: apnsID, payload: exact, provider: provider))
     }
 

@@ -110,6 +110,14 @@ final class APNsHeadersTests: XCTestCase {
             XCTAssertTrue(APNsID.isCanonical(value))
             XCTAssertEqual(Array(value.utf8)[14], UInt8(ascii: "5"))
             XCTAssertTrue("89ab".utf8.contains(Array(value.utf8)[19]))
+            // The generator's primed state (copied per row) against the one-shot EVP digest, across
+            // SHA-256 block and padding boundaries of the prefix and the token.
+            let generator = APNsIDGenerator(campaign: campaign)
+            for length in [0, 1, 54, 55, 56, 63, 64, 65, 119, 200] {
+                let hex = String(repeating: "0123456789abcdef", count: 13).prefix(length)
+                XCTAssertEqual(generator.derive(token: String(hex)), APNsID.derive(campaign: campaign, token: String(hex)),
+                               "campaign of \(campaign.utf8.count) bytes, token of \(length)")
+            }
         }
     }
 }

@@ -29,4 +29,13 @@ static inline int pushcast_BIO_set_mem_eof_return(BIO *bio, int value) { return 
 // BIO_get_mem_data is a function-like macro over BIO_ctrl.
 static inline long pushcast_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
 
+
+// The apns-id of each row is SHA-256(campaign, 0, token). A state primed with the campaign once
+// is copied and finished per row through OpenSSL's low-level SHA-256 (deprecated in OpenSSL 3
+// but kept): no EVP provider dispatch, context re-initialisation or cleanse per row. The state is
+// opaque here (the shim checks that SHA256_CTX fits) so that Swift sees no deprecated type.
+typedef struct { uint64_t words[16]; } pushcast_sha256_state;
+void pushcast_sha256_prime(pushcast_sha256_state *state, const void *data, size_t count);
+void pushcast_sha256_finish(const pushcast_sha256_state *primed, const void *data, size_t count, unsigned char digest[32]);
+
 #endif
