@@ -124,7 +124,7 @@ public struct APNsCampaignHeaders: Sendable {
         var headers: [HTTP2Header] = []
         headers.reserveCapacity(fixedHeaders.count + 2)
         headers.append(contentsOf: fixedHeaders)
-        headers.append(HTTP2Header("apns-id", apnsID, indexable: false))
+        headers.append(HTTP2Header("apns-id", apnsID, neverIndexed: true))
         if let authorization { headers.append(HTTP2Header("authorization", authorization)) }
         return headers
     }

@@ -102,7 +102,7 @@ public final class HTTP2HeaderTemplate: @unchecked Sendable {
             for byte in header.value.utf8 { bytes[offset] = byte; offset += 1 }
             fields[i] = nghttp2_nv(name: bytes + nameStart, value: bytes + valueStart, namelen: valueStart - nameStart,
                                    valuelen: offset - valueStart,
-                                   flags: header.indexable ? NG.flagNone : UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+                                   flags: header.neverIndexed ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : NG.flagNone)
         }
     }
 
@@ -206,7 +206,7 @@ final class HTTP2HeaderBlockBuilder {
         fields[count] = nghttp2_nv(
             name: bytes + nameStart, value: bytes + valueStart,
             namelen: nameLength, valuelen: bytesUsed - valueStart,
-            flags: header.indexable ? NG.flagNone : UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+            flags: header.neverIndexed ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : NG.flagNone)
         count += 1
     }
 

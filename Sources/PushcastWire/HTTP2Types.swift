@@ -13,17 +13,18 @@ import CNGHTTP2
 public struct HTTP2Header: Sendable, Equatable {
     public var name: String
     public var value: String
-    /// False for a value that differs on every request (an id): HPACK sends it as a literal
-    /// that is never indexed (RFC 7541 §6.2.3), so it neither costs a dynamic-table insertion nor
-    /// evicts the campaign's repeated headers from the table.
-    public var indexable: Bool
+    /// True for a value that differs on every request (an id): HPACK sends it as a literal that
+    /// is never indexed (RFC 7541 §6.2.3), so it neither costs a dynamic-table insertion nor
+    /// evicts the campaign's repeated headers from the table (the server side's
+    /// `HTTP2InlineHeader.neverIndexed` does the same for answers).
+    public var neverIndexed: Bool
     public init(_ name: String, _ value: String) {
-        self.init(name, value, indexable: true)
+        self.init(name, value, neverIndexed: false)
     }
-    public init(_ name: String, _ value: String, indexable: Bool) {
+    public init(_ name: String, _ value: String, neverIndexed: Bool) {
         self.name = name
         self.value = value
-        self.indexable = indexable
+        self.neverIndexed = neverIndexed
     }
 }
 

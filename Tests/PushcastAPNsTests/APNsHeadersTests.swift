@@ -31,7 +31,7 @@ final class APNsHeadersTests: XCTestCase {
         ])
         let headers = campaign.headers(authorization: "bearer x.y.z", apnsID: "bf2e4a0a-2632-50fd-bde9-e5c05b9395ec")
         // apns-id differs on every request: never indexed by HPACK (HTTP2HotPathTests checks the wire).
-        XCTAssertEqual(Array(headers.suffix(2)), [HTTP2Header("apns-id", "bf2e4a0a-2632-50fd-bde9-e5c05b9395ec", indexable: false),
+        XCTAssertEqual(Array(headers.suffix(2)), [HTTP2Header("apns-id", "bf2e4a0a-2632-50fd-bde9-e5c05b9395ec", neverIndexed: true),
                                                   HTTP2Header("authorization", "bearer x.y.z")])
         XCTAssertEqual(campaign.headers(authorization: nil, apnsID: "id").count, 6, "certificate auth sends no authorization header")
         XCTAssertEqual(campaign.notes, ["apns-topic is 'com.example.app.voip' for push type voip"])

@@ -147,7 +147,7 @@ final class HTTP2HotPathTests: XCTestCase {
 
     // MARK: HPACK
 
-    /// A header marked not indexable (apns-id: a new value on every request) goes out as a
+    /// A header marked never-indexed (apns-id: a new value on every request) goes out as a
     /// never-indexed literal and stays out of the peer's dynamic table; the campaign's repeated
     /// headers are indexed once and then sent as one-byte references.
     func testNonIndexableHeaderIsNeverIndexedAndRepeatedHeadersAreIndexed() throws {
@@ -164,7 +164,7 @@ final class HTTP2HotPathTests: XCTestCase {
         for n in 0..<3 {
             var request = HTTP2Pair.request("/3/device/\(n)")
             request.headers = [HTTP2Header("apns-topic", "com.example.app"),
-                               HTTP2Header("apns-id", "0a0b0c0d-0e0f-5000-8000-00000000000\(n)", indexable: false)]
+                               HTTP2Header("apns-id", "0a0b0c0d-0e0f-5000-8000-00000000000\(n)", neverIndexed: true)]
             XCTAssertNotNil(pair.client.submit(request, tag: UInt64(n)))
             var output: [UInt8] = []
             while true {
@@ -230,11 +230,11 @@ final class HTTP2HotPathTests: XCTestCase {
             request.fixedHeaders = HTTP2HeaderTemplate([
                 HTTP2Header("apns-topic", "com.example.app"),
                 HTTP2Header("authorization", "bearer token-\(round)-" + String(repeating: "j", count: 180)),
-                HTTP2Header("x-secret", "s\(round)", indexable: false),
+                HTTP2Header("x-secret", "s\(round)", neverIndexed: true),
             ])
             for n in 0..<25 {
                 request.pathSuffix = "\(round)/\(n)"
-                request.headers = [HTTP2Header("apns-id", "id-\(round)-\(n)", indexable: false),
+                request.headers = [HTTP2Header("apns-id", "id-\(round)-\(n)", neverIndexed: true),
                                    HTTP2Header("x-long", String(repeating: "v", count: n * 100))]
                 // Output back-pressure (16 KiB queued) closes the session to new streams; the pump
                 // drains it, so some requests of the previous template are still queued here.
