@@ -272,15 +272,22 @@ public final class CampaignRun {
             records.removeAll(keepingCapacity: true)
         }
 
-        func flushEncoded() throws(CampaignError) {
+        /// Encoded lines go to a file once they outgrow its buffer, which then writes them
+        /// straight through (handing over less would copy every line a second time, into that
+        /// buffer); whatever is left goes at the end.
+        func flushEncoded(final: Bool = false) throws(CampaignError) {
             do {
-                if !encoded.isEmpty { try results.append(encoded.bytes) }
-                if !pruneEncoded.isEmpty { try prune.append(pruneEncoded.bytes) }
+                if encoded.count > results.bufferBytes || (final && !encoded.isEmpty) {
+                    try results.append(encoded.bytes)
+                    encoded.removeAll()
+                }
+                if pruneEncoded.count > prune.bufferBytes || (final && !pruneEncoded.isEmpty) {
+                    try prune.append(pruneEncoded.bytes)
+                    pruneEncoded.removeAll()
+                }
             } catch {
                 throw .output(error.description)
             }
-            encoded.removeAll()
-            pruneEncoded.removeAll()
         }
 
         /// Reads from one feed while its lanes take notifications; returns when they are full,
@@ -341,7 +348,7 @@ public final class CampaignRun {
             if allFinished && inputDone {
                 outcomes.take(into: &drained, timeoutSeconds: 0)
                 writeAll(&drained)
-                try flushEncoded()
+                try flushEncoded(final: true)
                 break
             }
         }

@@ -31,6 +31,9 @@ public struct PreparedNotification: Sendable {
     /// What a free slot of a send loop holds: no buffers of its own, so moving one in or out
     /// costs nothing.
     public static let vacant = PreparedNotification(row: 0, id: nil, token: "", apnsID: nil, payload: [])
+
+    /// Data rows are numbered from 1, so row 0 marks the vacant notification.
+    public var isVacant: Bool { row == 0 }
 }
 
 /// Where the preparer finds things in each row.

@@ -51,7 +51,6 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// `PreparedNotification.vacant`. Notifications move between the slab and `pending` by swaps,
     /// so a notification's buffers are never retained or released on its way through.
     private var slab: [PreparedNotification]
-    private var occupied: [Bool]
     /// The credential generation each in-flight request carried.
     private var credentialOf: [UInt64]
     private var freeTags: [Int]
@@ -84,7 +83,6 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         self.random = random
         let capacity = inFlightMax + channel.capacity
         slab = Array(repeating: .vacant, count: capacity)
-        occupied = Array(repeating: false, count: capacity)
         credentialOf = Array(repeating: 0, count: capacity)
         freeTags = Array((0..<capacity).reversed())
         retries = MinHeap(capacity: capacity) { $0.ready < $1.ready }
@@ -144,7 +142,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             guard let fresh = takeFresh() else { return nil }
             tag = fresh
         }
-        precondition(occupied[tag], "empty slab slot \(tag)")
+        precondition(!slab[tag].isVacant, "empty slab slot \(tag)")
         // Read in place in the slab: a copy would retain and release each of its buffers.
         let built = slab.withUnsafeMutableBufferPointer { slots in adapter.prepare(request, for: slots.baseAddress! + tag) }
         guard let credential = built else {
@@ -184,7 +182,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
                 limiter.pause(untilNanoseconds: now + delay)
             }
             if policy.retry.mayRetry(attemptsMade: notification.attempts) {
-                putBack(index, notification)
+                slab[index] = notification
                 scheduleRetry(index, at: now + delay)
             } else {
                 finish(index, &notification, .failed, status: answer.status, reason: reason)
@@ -192,7 +190,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         case .reauthenticate(let reason):
             switch adapter.credentialRejected(generation: credentialOf[index]) {
             case .retry where policy.retry.mayRetry(attemptsMade: notification.attempts):
-                putBack(index, notification)
+                slab[index] = notification
                 resend.append(index)
             case .retry:
                 finish(index, &notification, .failed, status: answer.status, reason: reason)
@@ -212,7 +210,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         var notification = takeOut(index, "failure")
         if failure.isSafeToRetry {
             // Not processed by the server: send again without counting an attempt.
-            putBack(index, notification)
+            slab[index] = notification
             resend.append(index)
             _ = gauge.retries.add(1, ordering: .relaxed)
             return
@@ -225,7 +223,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         default: reason = OutcomeReason.connectionLost
         }
         if policy.retryUnknown && policy.retry.mayRetry(attemptsMade: notification.attempts) {
-            putBack(index, notification)
+            slab[index] = notification
             scheduleRetry(index, at: clock.nowNanoseconds() + policy.retry.delayNanoseconds(retry: notification.attempts, random: random))
         } else {
             finish(index, &notification, .unknown, status: nil, reason: reason)
@@ -289,7 +287,6 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         guard hasPending, let tag = freeTags.popLast() else { return nil }
         // A swap: the slab's vacant notification goes where this one was.
         swap(&slab[tag], &pending[pendingBatch][pendingIndex])
-        occupied[tag] = true
         pendingIndex += 1
         if pendingIndex == pending[pendingBatch].count {
             pendingBatch += 1
@@ -300,16 +297,10 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     /// Moves the notification out of slot `index`, leaving a vacant one.
     private func takeOut(_ index: Int, _ what: String) -> PreparedNotification {
-        precondition(occupied[index], "\(what) for an empty slab slot \(index)")
-        occupied[index] = false
+        precondition(!slab[index].isVacant, "\(what) for an empty slab slot \(index)")
         var taken = PreparedNotification.vacant
         swap(&taken, &slab[index])
         return taken
-    }
-
-    private func putBack(_ index: Int, _ notification: consuming PreparedNotification) {
-        occupied[index] = true
-        slab[index] = notification
     }
 
     private func scheduleRetry(_ index: Int, at ready: UInt64) {

@@ -50,6 +50,9 @@ public final class OutputFile {
     private let buffer: UnsafeMutableRawBufferPointer
     private var used = 0
 
+    /// The buffer's size: an append larger than this is written straight through, uncopied.
+    public var bufferBytes: Int { buffer.count }
+
     /// Creates (or truncates) `path` with mode 0600.
     public init(path: String, bufferBytes: Int = 64 * 1024) throws(ReactorError) {
         self.path = path

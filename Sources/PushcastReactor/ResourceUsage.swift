@@ -61,7 +61,7 @@ public enum AddressResolution {
                 _ = inet_ntop(AF_INET6, &a, &text, socklen_t(text.count))
             }
         }
-        return String(cString: text)
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

@@ -210,18 +210,12 @@ public struct HTTP2ServerRequest: Sendable {
     }
 
     func withHeader<R>(_ name: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        var found: UnsafeRawBufferPointer? = nil
-        return try fields.withUnsafeBytes { bytes in
-            var offset = headersStart
-            for _ in 0..<headerCount {
-                let lengths = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                let nameLength = Int(truncatingIfNeeded: lengths & 0xFFFF_FFFF), valueLength = Int(truncatingIfNeeded: lengths >> 32)
-                let nameStart = offset + 8, valueStart = nameStart + nameLength
-                offset = valueStart + valueLength
-                if nameLength == name.count && memcmpBytes(bytes.baseAddress! + nameStart, name.baseAddress, nameLength) {
-                    found = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset])
-                    break
-                }
+        try fields.withUnsafeBytes { bytes in
+            var found: UnsafeRawBufferPointer? = nil
+            Self.scanHeaders(bytes, from: headersStart, count: headerCount) { headerName, value in
+                guard headerName.count == name.count, memcmpBytes(headerName.baseAddress, name.baseAddress, name.count) else { return true }
+                found = value
+                return false
             }
             return try body(found)
         }
@@ -229,16 +223,21 @@ public struct HTTP2ServerRequest: Sendable {
 
     /// Calls `body` with each header's name and value, in arrival order, until it returns false.
     public func forEachHeader(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) rethrows {
-        try fields.withUnsafeBytes { bytes in
-            var offset = headersStart
-            for _ in 0..<headerCount {
-                let lengths = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                let nameLength = Int(truncatingIfNeeded: lengths & 0xFFFF_FFFF), valueLength = Int(truncatingIfNeeded: lengths >> 32)
-                let nameStart = offset + 8, valueStart = nameStart + nameLength
-                offset = valueStart + valueLength
-                guard try body(UnsafeRawBufferPointer(rebasing: bytes[nameStart..<valueStart]),
-                               UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset])) else { return }
-            }
+        try fields.withUnsafeBytes { bytes in try Self.scanHeaders(bytes, from: headersStart, count: headerCount, body) }
+    }
+
+    /// Walks the `count` headers stored from `offset` (8 bytes of name and value lengths, then
+    /// the name and the value) until `visit` returns false.
+    private static func scanHeaders(_ bytes: UnsafeRawBufferPointer, from offset: Int, count: Int,
+                                    _ visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) rethrows {
+        var offset = offset
+        for _ in 0..<count {
+            let lengths = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            let nameLength = Int(truncatingIfNeeded: lengths & 0xFFFF_FFFF), valueLength = Int(truncatingIfNeeded: lengths >> 32)
+            let nameStart = offset + 8, valueStart = nameStart + nameLength
+            offset = valueStart + valueLength
+            guard try visit(UnsafeRawBufferPointer(rebasing: bytes[nameStart..<valueStart]),
+                            UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset])) else { return }
         }
     }
 

@@ -14,6 +14,14 @@ final class BinaryTests: XCTestCase {
         return root.appendingPathComponent(".build/debug/pushcast").path
     }
 
+    /// Fails the calling test at once, with the fix, when the binary under test is not built.
+    static func requireBinary() throws {
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            XCTFail("the pushcast binary is not built at \(binary): run `swift build` (make test does)")
+            throw CocoaError(.fileNoSuchFile)
+        }
+    }
+
     typealias Run = PushcastRun
 
     @discardableResult

@@ -49,10 +49,7 @@ final class FCMSendTests: XCTestCase {
     }
 
     override func setUpWithError() throws {
-        guard FileManager.default.isExecutableFile(atPath: BinaryTests.binary) else {
-            XCTFail("the pushcast binary is not built at \(BinaryTests.binary): run `swift build` (make test does)")
-            throw CocoaError(.fileNoSuchFile)
-        }
+        try BinaryTests.requireBinary()
     }
 
     private static let fcmAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")

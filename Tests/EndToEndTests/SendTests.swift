@@ -37,10 +37,7 @@ final class SendTests: XCTestCase {
     }
 
     override func setUpWithError() throws {
-        guard FileManager.default.isExecutableFile(atPath: BinaryTests.binary) else {
-            XCTFail("the pushcast binary is not built at \(BinaryTests.binary): run `swift build` (make test does)")
-            throw CocoaError(.fileNoSuchFile)
-        }
+        try BinaryTests.requireBinary()
     }
 
     private func makeFixture(rows: Int) throws -> Fixture {

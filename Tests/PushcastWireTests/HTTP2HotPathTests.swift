@@ -200,7 +200,10 @@ final class HTTP2HotPathTests: XCTestCase {
                         values[name] = String(decoding: UnsafeBufferPointer(start: nv.value, count: nv.valuelen), as: UTF8.self)
                     }
                     if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 { break }
-                    if rv == 0 && flags == 0 { throw XCTSkip("inflater made no progress") }
+                    if rv == 0 && flags == 0 {
+                        XCTFail("the inflater made no progress on request \(n)'s header block")
+                        return
+                    }
                 }
                 nghttp2_hd_inflate_end_headers(inflater)
             }
