@@ -65,6 +65,28 @@ public struct PayloadTemplate: Sendable {
     public var literalByteCount: Int { literal.count }
 
     /// Compiles `text` against the input's column names (placeholder → index into `columns`).
+    /// The names between `{{` and `}}` in a template's text, in order, each once. A rough scan
+    /// (`compile` is the judge of where placeholders may stand): for declaring the columns that
+    /// a template needs before an NDJSON stream has shown them.
+    public static func placeholderNames(in text: String) -> [String] {
+        let bytes = Array(text.utf8)
+        var names: [String] = []
+        var i = 0
+        while i + 1 < bytes.count {
+            guard bytes[i] == UInt8(ascii: "{") && bytes[i + 1] == UInt8(ascii: "{") else { i += 1; continue }
+            var close = i + 2
+            while close + 1 < bytes.count && !(bytes[close] == UInt8(ascii: "}") && bytes[close + 1] == UInt8(ascii: "}")) {
+                if bytes[close] == UInt8(ascii: "\"") { break }
+                close += 1
+            }
+            guard close + 1 < bytes.count, bytes[close] == UInt8(ascii: "}"), close > i + 2 else { i += 2; continue }
+            let name = String(decoding: bytes[(i + 2)..<close], as: UTF8.self)
+            if !names.contains(name) { names.append(name) }
+            i = close + 2
+        }
+        return names
+    }
+
     public static func compile(text: String, columns: [String]) throws(PayloadTemplateError) -> PayloadTemplate {
         let bytes = Array(text.utf8)
         return try bytes.withUnsafeBufferPointer { buffer throws(PayloadTemplateError) in

@@ -308,6 +308,7 @@ public final class CampaignRun {
                     feedDone[f] = true
                     break
                 }
+                feeds[f].preparer.follow(feeds[f].reader)
                 switch feeds[f].preparer.prepare(record) {
                 case .send(let notification): feeder(notification.provider)!.add(notification)
                 case .finished(let outcome): write(outcome)

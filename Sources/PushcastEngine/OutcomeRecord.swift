@@ -69,6 +69,15 @@ public enum OutcomeReason {
     public static let connectionLost = "ConnectionLost"
     public static let streamReset = "StreamReset"
     public static let retriesExhausted = "RetriesExhausted"
+    /// The server refused the stream (RST_STREAM REFUSED_STREAM) every time, up to the row's
+    /// resend budget: it never processed the request.
+    public static let refusedStream = "RefusedStream"
+    /// Every connection the row was sent on went away (GOAWAY) before processing it, up to the
+    /// row's resend budget.
+    public static let goAwayUnprocessed = "GoAwayUnprocessed"
+    /// Every connection the row was queued on died before its request went out, up to the row's
+    /// resend budget.
+    public static let notSent = "NotSent"
     public static let credentialRejected = "CredentialRejected"
     public static let internalError = "InternalError"
 }

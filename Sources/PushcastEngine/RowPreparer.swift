@@ -16,6 +16,12 @@ public struct PreparedNotification: Sendable {
     public var provider: ProviderID
     /// Attempts made so far (counted ones: 429/5xx and unknown fates retried).
     public var attempts = 0
+    /// Resends that do not count as attempts (REFUSED_STREAM, GOAWAY-unprocessed, never sent),
+    /// bounded by `SendPolicy.resendsMax`.
+    public var resends: Int32 = 0
+    /// Whether an earlier attempt may have reached the server (its fate was unknown and it was
+    /// retried with --retry-unknown): such a row never ends `failed`, only `unknown` or better.
+    public var mayHaveGoneOut = false
     /// When the first attempt was handed out (monotonic ns), for latency.
     public var firstSentNanoseconds: UInt64 = 0
 
@@ -37,32 +43,59 @@ public struct PreparedNotification: Sendable {
 }
 
 /// Where the preparer finds things in each row.
+///
+/// Each role (token, platform, identity) has candidate columns: the exact name first, then
+/// case-insensitive matches (`platform` before `provider`). A row takes the first candidate it
+/// has. A CSV row has every column, so the first candidate always decides, as a header would;
+/// an NDJSON row's columns are its own keys, so a row with `Token` where others have `token`
+/// still finds its token, and each row routes by its own `platform`.
 public struct RowLayout: Sendable {
-    public var tokenColumn: Int
-    public var providerColumn: Int?
-    public var idColumn: Int?
+    public var tokenColumns: [Int]
+    public var providerColumns: [Int]
+    public var idColumns: [Int]
     public var defaultProvider: ProviderID
+    /// `--id-column`, kept to resolve the layout again when NDJSON columns grow.
+    public var idColumnName: String?
+    /// The column count this layout was resolved against.
+    public var columnCount: Int
+
+    public var tokenColumn: Int? { tokenColumns.first }
+    public var providerColumn: Int? { providerColumns.first }
+    public var idColumn: Int? { idColumns.first }
 
     /// Finds the columns by name: `token` (required), `platform` or `provider`, and the identity
     /// column (`idColumn`, or `device_id` when present).
     public init(columns: [String], idColumn: String?, defaultProvider: ProviderID, fileName: String) throws(CampaignError) {
-        func find(_ name: String) -> Int? {
-            columns.firstIndex(of: name) ?? columns.firstIndex { $0.lowercased() == name.lowercased() }
-        }
-        guard let token = find("token") else {
+        self.init(growing: columns, idColumn: idColumn, defaultProvider: defaultProvider)
+        guard !tokenColumns.isEmpty else {
             throw CampaignError.input("\(fileName): no 'token' column (columns: \(columns.joined(separator: ", ")))")
         }
-        tokenColumn = token
-        providerColumn = find("platform") ?? find("provider")
-        if let idColumn {
-            guard let index = find(idColumn) else {
-                throw CampaignError.options("--id-column \(idColumn): no such column in \(fileName) (columns: \(columns.joined(separator: ", ")))")
-            }
-            self.idColumn = index
-        } else {
-            self.idColumn = find("device_id")
+        if let idColumn, idColumns.isEmpty {
+            throw CampaignError.options("--id-column \(idColumn): no such column in \(fileName) (columns: \(columns.joined(separator: ", ")))")
         }
+    }
+
+    /// The same, never failing: for NDJSON read once (stdin), whose keys may first appear on any
+    /// line. Without a token column yet, every row is `MissingToken` until one appears.
+    public init(growing columns: [String], idColumn: String?, defaultProvider: ProviderID) {
+        func candidates(_ name: String) -> [Int] {
+            let lowered = name.lowercased()
+            let exact = columns.indices.filter { columns[$0] == name }
+            return exact + columns.indices.filter { columns[$0] != name && columns[$0].lowercased() == lowered }
+        }
+        tokenColumns = candidates("token")
+        providerColumns = candidates("platform") + candidates("provider")
+        idColumns = candidates(idColumn ?? "device_id")
         self.defaultProvider = defaultProvider
+        idColumnName = idColumn
+        columnCount = columns.count
+    }
+
+    /// The first candidate column the row has.
+    @inline(__always)
+    static func first(_ candidates: [Int], in view: RowView) -> Int? {
+        for column in candidates where view.field(column) != nil { return column }
+        return nil
     }
 }
 
@@ -95,7 +128,7 @@ public enum DuplicateDetection {
 /// invalid token, duplicate, payload too large, provider not configured). Single-threaded, on the
 /// reader thread; the per-row work is byte-level (design.md 6: no JSON serialisation per row).
 public struct RowPreparer {
-    public let layout: RowLayout
+    public private(set) var layout: RowLayout
     public let renderings: [ProviderID: ProviderRendering]
     public let campaign: String
     public let fileName: String
@@ -128,15 +161,18 @@ public struct RowPreparer {
                   campaign: campaign, fileName: fileName, sends: [.apns], recordsUnroutable: true, duplicates: detection)
     }
 
+    /// `configured` overrides the providers taken as configured (default: the keys of
+    /// `renderings`): a preparer that only keys rows for the duplicate plan needs no templates.
     public init(layout: RowLayout, renderings: [ProviderID: ProviderRendering], campaign: String, fileName: String,
-                sends: Set<ProviderID>, recordsUnroutable: Bool, duplicates detection: DuplicateDetection) {
+                sends: Set<ProviderID>, recordsUnroutable: Bool, duplicates detection: DuplicateDetection,
+                configured: Set<ProviderID>? = nil) {
         self.layout = layout
         self.renderings = renderings
         self.campaign = campaign
         self.fileName = fileName
-        self.configuredProviders = Set(renderings.keys)
+        self.configuredProviders = configured ?? Set(renderings.keys)
         self.sends = sends
-        configuredBits = renderings.keys.reduce(0) { $0 | Self.bit($1) }
+        configuredBits = configuredProviders.reduce(0) { $0 | Self.bit($1) }
         sendsBits = sends.reduce(0) { $0 | Self.bit($1) }
         self.recordsUnroutable = recordsUnroutable
         var apnsTemplate: PayloadTemplate? = nil, apnsMax = 4096, fcmTemplate: FCMMessageTemplate? = nil
@@ -163,6 +199,16 @@ public struct RowPreparer {
         apnsIDs = APNsIDGenerator(campaign: campaign)
         payload.reserveCapacity(max(apnsMax, FCMMessageTemplate.messageBytesMax) * 2)
         key.reserveCapacity(4200)
+    }
+
+    /// NDJSON keys new since the layout was resolved (a key first seen on a later line) become
+    /// candidates now. Call before preparing each row of a reader whose columns may grow.
+    @inline(__always)
+    public mutating func follow(_ reader: TokenFileReader) {
+        let count = reader.columns.count
+        if count != layout.columnCount {
+            layout = RowLayout(growing: reader.columns, idColumn: layout.idColumnName, defaultProvider: layout.defaultProvider)
+        }
     }
 
     public mutating func prepare(_ record: InputRecord) -> PreparedRow {
@@ -239,13 +285,15 @@ public struct RowPreparer {
 
     /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
     private func check(_ view: RowView, wantID: Bool = true) -> Checked {
-        func rowID() -> String? { layout.idColumn.flatMap { view.string($0) } }
+        func rowID() -> String? { RowLayout.first(layout.idColumns, in: view).flatMap { view.string($0) } }
+        let tokenColumn = RowLayout.first(layout.tokenColumns, in: view) ?? -1
         var provider = layout.defaultProvider
-        if let column = layout.providerColumn, let value = view.field(column), value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
+        if let column = RowLayout.first(layout.providerColumns, in: view), let value = view.field(column),
+           value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
             guard let parsed = ProviderID(columnBytes: value) else {
                 guard recordsUnroutable else { return .skip }
                 let text = String(decoding: value, as: UTF8.self)
-                return .done(OutcomeRecord(row: view.row, id: rowID(), token: view.string(layout.tokenColumn) ?? "", provider: nil,
+                return .done(OutcomeRecord(row: view.row, id: rowID(), token: view.string(tokenColumn) ?? "", provider: nil,
                                            outcome: .invalid, reason: OutcomeReason.unknownProvider,
                                            error: problem(view, field: "platform", "unknown platform '\(text)' (expected ios/apns or android/fcm)")))
             }
@@ -254,7 +302,7 @@ public struct RowPreparer {
         let bit = Self.bit(provider)
         let routed = configuredBits & bit != 0
         guard routed ? sendsBits & bit != 0 : recordsUnroutable else { return .skip }
-        guard let rawToken = view.field(layout.tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
+        guard let rawToken = view.field(tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: "", provider: provider, outcome: .invalid,
                                        reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
         }

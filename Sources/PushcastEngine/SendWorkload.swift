@@ -13,12 +13,23 @@ public struct SendPolicy: Sendable {
     public var limiter: ProviderRateLimiter?
     /// The campaign-wide pace (`--duration`), shared by every provider's workers.
     public var pacer: ProviderRateLimiter?
+    /// Resends per notification that do not count as attempts (the server never processed the
+    /// request: REFUSED_STREAM, GOAWAY-unprocessed, never sent). A server that refuses every
+    /// stream would otherwise be asked forever.
+    public var resendsMax: Int
+    /// A row's whole time budget from its first send (`--request-timeout`): no retry or resend
+    /// starts after it has passed. Nil: only the per-request deadline applies.
+    public var rowDeadlineNanoseconds: UInt64?
 
-    public init(retry: RetryPolicy, retryUnknown: Bool, limiter: ProviderRateLimiter? = nil, pacer: ProviderRateLimiter? = nil) {
+    public init(retry: RetryPolicy, retryUnknown: Bool, limiter: ProviderRateLimiter? = nil, pacer: ProviderRateLimiter? = nil,
+                resendsMax: Int = 10, rowDeadlineNanoseconds: UInt64? = nil) {
+        precondition(resendsMax >= 0, "resendsMax is a count")
         self.retry = retry
         self.retryUnknown = retryUnknown
         self.limiter = limiter
         self.pacer = pacer
+        self.resendsMax = resendsMax
+        self.rowDeadlineNanoseconds = rowDeadlineNanoseconds
     }
 }
 
@@ -181,11 +192,11 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
                 limiter.throttled(nowNanoseconds: now)
                 limiter.pause(untilNanoseconds: now + delay)
             }
-            if policy.retry.mayRetry(attemptsMade: notification.attempts) {
+            if policy.retry.mayRetry(attemptsMade: notification.attempts) && withinDeadline(notification, now: now + delay) {
                 slab[index] = notification
                 scheduleRetry(index, at: now + delay)
             } else {
-                finish(index, &notification, .failed, status: answer.status, reason: reason)
+                finish(index, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: answer.status, reason: reason)
             }
         case .reauthenticate(let reason):
             switch adapter.credentialRejected(generation: credentialOf[index]) {
@@ -209,10 +220,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         let index = Int(tag)
         var notification = takeOut(index, "failure")
         if failure.isSafeToRetry {
-            // Not processed by the server: send again without counting an attempt.
-            slab[index] = notification
-            resend.append(index)
-            _ = gauge.retries.add(1, ordering: .relaxed)
+            resendUnprocessed(index, &notification, failure)
             return
         }
         notification.attempts += 1
@@ -222,12 +230,56 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         case .reset: reason = OutcomeReason.streamReset
         default: reason = OutcomeReason.connectionLost
         }
-        if policy.retryUnknown && policy.retry.mayRetry(attemptsMade: notification.attempts) {
+        let ready = clock.nowNanoseconds() + policy.retry.delayNanoseconds(retry: notification.attempts, random: random)
+        if policy.retryUnknown && policy.retry.mayRetry(attemptsMade: notification.attempts) && withinDeadline(notification, now: ready) {
+            notification.mayHaveGoneOut = true
             slab[index] = notification
-            scheduleRetry(index, at: clock.nowNanoseconds() + policy.retry.delayNanoseconds(retry: notification.attempts, random: random))
+            scheduleRetry(index, at: ready)
         } else {
             finish(index, &notification, .unknown, status: nil, reason: reason)
         }
+    }
+
+    /// A request the server never processed goes again without counting an attempt: at once the
+    /// first time (a graceful GOAWAY moves it to a fresh connection), then after a growing,
+    /// jittered pause. Past the row's resend budget or deadline it ends `failed` (or `unknown`
+    /// when an earlier attempt may have gone out), with a reason naming what the server did.
+    private func resendUnprocessed(_ index: Int, _ notification: inout PreparedNotification, _ failure: HTTP2StreamFailure) {
+        notification.resends += 1
+        let now = clock.nowNanoseconds()
+        let delay = notification.resends <= 1 ? 0 : resendDelay(Int(notification.resends))
+        guard Int(notification.resends) <= policy.resendsMax && withinDeadline(notification, now: now + delay) else {
+            let reason: String
+            switch failure {
+            case .refusedStream: reason = OutcomeReason.refusedStream
+            case .goAwayUnprocessed: reason = OutcomeReason.goAwayUnprocessed
+            default: reason = OutcomeReason.notSent
+            }
+            finish(index, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: nil, reason: reason)
+            return
+        }
+        slab[index] = notification
+        if delay == 0 {
+            resend.append(index)
+            _ = gauge.retries.add(1, ordering: .relaxed)
+        } else {
+            scheduleRetry(index, at: now + delay)
+        }
+    }
+
+    /// The pause before resend number `n` (2 and up): uniform in 0...min(50 ms × 2^(n−2), 2 s).
+    /// Short, since the server said it never processed the request; long enough that a server
+    /// refusing everything is not asked in a tight loop.
+    private func resendDelay(_ n: Int) -> UInt64 {
+        let ceiling: UInt64 = min(50_000_000 << UInt64(min(n - 2, 6)), 2_000_000_000)
+        return max(1_000_000, random.next().multipliedFullWidth(by: ceiling + 1).high)
+    }
+
+    /// Whether a retry of `n` starting at `now` is still inside the row's time budget.
+    @inline(__always)
+    private func withinDeadline(_ n: PreparedNotification, now: UInt64) -> Bool {
+        guard let budget = policy.rowDeadlineNanoseconds, n.firstSentNanoseconds != 0 else { return true }
+        return now &- n.firstSentNanoseconds < budget
     }
 
     public var isExhausted: Bool {

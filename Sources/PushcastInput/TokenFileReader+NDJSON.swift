@@ -23,6 +23,28 @@ enum JSONLineError: Error {
 }
 
 extension TokenFileReader {
+    /// NDJSON: makes each name a column now, in order, unless a key of that name is one already.
+    /// A row's columns are its own keys: a declared column that a row lacks is absent in that row,
+    /// exactly like a key first seen on a later line. Declaring every key a first read of the
+    /// file found gives a second reader of it the same columns from row 1; declaring the keys a
+    /// template names lets it compile before they appear. CSV: does nothing (the header decides).
+    public func declareColumns(_ names: [String]) {
+        guard format == .ndjson else { return }
+        for name in names where !columns.contains(name) {
+            guard keyBytes.count < options.columnsMax else { break }
+            let column = keyBytes.count
+            reserveFields(column + 1)
+            fieldStarts[column] = -1
+            keyBytes.append(Array(name.utf8))
+            columns.append(name)
+        }
+        // The first row, read at init, may point at field tables that just moved.
+        if case .row(let view)? = pending {
+            pending = .row(RowView(row: view.row, line: view.line, fieldCount: columns.count, base: view.base,
+                                   starts: fieldStarts, ends: fieldEnds))
+        }
+    }
+
     func nextNDJSON() throws -> InputRecord? {
         while true {
             guard let (contentEnd, next) = try frameLine() else { return nil }

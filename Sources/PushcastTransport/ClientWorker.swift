@@ -13,6 +13,15 @@ public struct ClientConfiguration: Sendable {
     /// A connection that fails this many times in a row, never having worked, ends the run.
     public var connectAttemptsMax: Int = 5
     public var reconnectDelayNanoseconds: UInt64 = 100_000_000
+    /// The breaker: this many connections in a row that die before any answer (closed during or
+    /// right after the TLS handshake, GOAWAY with last-stream-id 0, a protocol error) end the run.
+    public var deadConnectionsMax: Int = 8
+    /// The breaker: this many streams in a row refused or reset with no answer in between, over
+    /// at least `stallNanoseconds / 4`, end the run ("every stream refused").
+    public var failedStreamsMax: Int = 64
+    /// The breaker: requests outstanding (or connections opening) with no answer at all for this
+    /// long end the run (`--stall-timeout`).
+    public var stallNanoseconds: UInt64 = 60_000_000_000
 
     public init(endpoint: Endpoint, address: String, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
         self.endpoint = endpoint
@@ -43,6 +52,9 @@ public final class ClientWorker {
         var failuresInRow = 0
         var everWorked = false
         var reconnectAtNanoseconds: UInt64? = nil
+        /// This connection's life: whether any stream was answered on it, and how it ended.
+        var answered = false
+        var goAwayLastStreamID: Int32? = nil
         init(index: Int) { self.index = index }
     }
 
@@ -72,6 +84,7 @@ public final class ClientWorker {
     private var bySlot = ConnectionsBySlot()
     private var inFlight = 0
     private var fatal: TransportError?
+    private var breaker: ConnectionBreaker
     public private(set) var statistics = ClientWorkerStatistics()
 
     public init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock) throws(TransportError) {
@@ -83,6 +96,8 @@ public final class ClientWorker {
             throw TransportError("cannot start the I/O reactor: \(error)")
         }
         connections = (0..<connectionCount).map { Connection(index: $0) }
+        breaker = ConnectionBreaker(configuration: configuration, endpoint: configuration.endpoint.description,
+                                    nowNanoseconds: clock.nowNanoseconds())
     }
 
     public var backendKind: IOBackendKind { reactor.backendKind }
@@ -96,6 +111,7 @@ public final class ClientWorker {
     public func run() throws(TransportError) {
         for c in connections { open(c) }
         while true {
+            if fatal == nil, let trip = breaker.stalled(nowNanoseconds: clock.nowNanoseconds()) { fatal = TransportError(trip) }
             if let fatal { abandonAll(); throw fatal }
             fill()
             flush()
@@ -128,6 +144,9 @@ public final class ClientWorker {
     private func open(_ c: Connection) {
         c.reconnectAtNanoseconds = nil
         c.draining = false
+        c.answered = false
+        c.goAwayLastStreamID = nil
+        breaker.activity(nowNanoseconds: clock.nowNanoseconds())
         do {
             let slot = try reactor.connect(host: configuration.address, port: configuration.endpoint.port)
             c.slot = slot
@@ -151,19 +170,34 @@ public final class ClientWorker {
     private func detach(_ c: Connection, reason: String?) {
         if let slot = c.slot { bySlot[slot.index] = nil }
         c.slot = nil
+        var handshakeDone = false
         if let channel = c.channel {
+            handshakeDone = channel.isHandshakeComplete
             channel.session.connectionLost()
             drainEvents(c, channel)
             c.channel = nil
             statistics.connectionsLost += reason == nil ? 0 : 1
         }
-        if !(workload.isExhausted && inFlight == 0) {
-            if let reason, !c.everWorked {
-                connectionFailed(c, reason: reason)
-            } else {
-                c.reconnectAtNanoseconds = clock.nowNanoseconds() + (reason == nil ? 0 : configuration.reconnectDelayNanoseconds)
-            }
+        guard !(workload.isExhausted && inFlight == 0) else { return }
+        if let reason, !c.everWorked {
+            connectionFailed(c, reason: reason)
+            return
         }
+        let now = clock.nowNanoseconds()
+        if c.answered {
+            breaker.connectionAnswered()
+            c.reconnectAtNanoseconds = now + (reason == nil ? 0 : configuration.reconnectDelayNanoseconds)
+            return
+        }
+        // Died before any answer: back off (exponential, jittered), and trip after enough in a row.
+        let death: ConnectionBreaker.Death = c.goAwayLastStreamID == 0 ? .goAwayZero
+            : reason.map { handshakeDone ? .failedAfterHandshake($0) : .failedDuringHandshake($0) }
+            ?? (handshakeDone ? .closedAfterHandshake : .closedDuringHandshake)
+        if let trip = breaker.connectionDied(death) {
+            fatal = TransportError(trip)
+            return
+        }
+        c.reconnectAtNanoseconds = now + breaker.reconnectDelay(nowNanoseconds: now)
     }
 
     private func closeAll() {
@@ -207,6 +241,7 @@ public final class ClientWorker {
                 }
             }) {
                 inFlight += 1
+                breaker.activity(nowNanoseconds: clock.nowNanoseconds())
             }
             let open = http2.streamsOpen
             if open > statistics.streamsInFlightMax { statistics.streamsInFlightMax = open }
@@ -225,6 +260,7 @@ public final class ClientWorker {
 
     private func pollTimeout() -> UInt64? {
         var earliest: UInt64? = workload.nextReadyNanoseconds
+        if let t = breaker.stallDeadline { earliest = min(earliest ?? t, t) }
         for c in connections {
             if let t = c.reconnectAtNanoseconds { earliest = min(earliest ?? t, t) }
             if let t = c.channel?.session.nextDeadlineNanoseconds { earliest = min(earliest ?? t, t) }
@@ -299,12 +335,18 @@ public final class ClientWorker {
             switch event {
             case .response(let tag, let response):
                 inFlight -= 1
+                c.answered = true
+                breaker.answered()
                 workload.received(tag: tag, response: response)
             case .failed(let tag, let failure):
                 inFlight -= 1
+                if let trip = breaker.streamFailed(failure, nowNanoseconds: clock.nowNanoseconds()), fatal == nil {
+                    fatal = TransportError(trip)
+                }
                 workload.failed(tag: tag, failure: failure)
-            case .goAway:
+            case .goAway(let lastStreamID, _, _):
                 statistics.goAwaysReceived += 1
+                if !c.answered { c.goAwayLastStreamID = lastStreamID }
                 c.draining = true
             case .settingsChanged:
                 break

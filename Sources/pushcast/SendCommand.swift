@@ -48,7 +48,11 @@ enum SendCommand {
         CommonOptions.workers,
         .value("max-attempts", metavar: "N", help: "attempts per notification for 429 and 5xx answers", defaultDescription: "5"),
         .flag("retry-unknown", help: "also retry requests whose fate is unknown (connection lost after sending, timeout)"),
-        .value("request-timeout", metavar: "TIME", help: "per-request deadline", defaultDescription: "30s"),
+        .value("request-timeout", metavar: "TIME", help: "deadline of each request, and of each row's retries and resends together", defaultDescription: "30s"),
+        .value("max-resends", metavar: "N", help: "resends per notification that the server never processed (REFUSED_STREAM, GOAWAY, never sent); then it is failed",
+               defaultDescription: "10"),
+        .value("stall-timeout", metavar: "TIME", help: "stop a provider's lane with a diagnosis when nothing is answered for this long while requests wait",
+               defaultDescription: "60s"),
         .value("results", metavar: "FILE", help: "results file, one line per input row", defaultDescription: "<input>.results.ndjson"),
         .value("results-format", metavar: "ndjson|csv", help: "results file format", defaultDescription: "ndjson"),
         .value("prune", metavar: "FILE", help: "prune file of dead and invalid tokens", defaultDescription: "<input>.prune.csv"),
@@ -153,25 +157,49 @@ enum SendCommand {
         } catch {
             throw CommandFailure("\(error)")
         }
-        let layout: RowLayout
-        do {
-            layout = try RowLayout(columns: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider, fileName: fileName)
-        } catch {
-            throw CommandFailure(error.description)
+        if format == .csv { _ = try strictLayout(reader, parsed, defaultProvider, fileName) }
+
+        let apnsTemplate = try apnsConfigured ? templateFile(parsed, "payload", "payload template",
+                                                             missing: "--payload FILE is required (the APNs payload template)") : nil
+        let fcmTemplate = try fcm != nil ? templateFile(parsed, "fcm-payload", "FCM message template",
+                                                        missing: "--fcm-payload FILE is required with FCM credentials (the FCM message template)") : nil
+        let templateTexts = [apnsTemplate?.text, fcmTemplate?.text].compactMap { $0 }
+        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
+        let configured = Set([apnsTemplate.map { _ in ProviderID.apns }, fcmTemplate.map { _ in ProviderID.fcm }].compactMap { $0 })
+
+        var duplicatePlan: DuplicatePlan? = nil
+        var reopen: (() throws -> TokenFileReader)? = nil
+        if path != "-" && input.isRegularFile {
+            // A first read finds the repeated tokens (and counts the rows for the progress line),
+            // with memory that stays flat whatever the file's size. It also sees every NDJSON key:
+            // the readers that send declare them all, so a key first seen on line 2 is a column
+            // from row 1, and a template's placeholders are checked against the whole file.
+            let open = { try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName) }
+            let (planned, keys) = try planDuplicates(parsed, path: path, open: open, configured: configured, campaign: campaign,
+                                                     defaultProvider: defaultProvider)
+            duplicatePlan = planned
+            reader.declareColumns(keys)
+            reopen = {
+                let again = try open()
+                again.declareColumns(keys)
+                return again
+            }
+        } else {
+            // NDJSON read once (stdin): a placeholder's key may first appear on any line; it is a
+            // column from the start, and rows without it render it empty.
+            reader.declareColumns(templateTexts.flatMap { PayloadTemplate.placeholderNames(in: $0) })
         }
+        let layout = reopen != nil || format == .csv ? try strictLayout(reader, parsed, defaultProvider, fileName)
+            : RowLayout(growing: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
 
         var renderings: [ProviderID: ProviderRendering] = [:]
-        var templateTexts: [String] = []
         var settings: APNsSendSettings? = nil
-        if apnsConfigured {
-            guard let payloadPath = parsed.value("payload") else { throw parsed.error("--payload FILE is required (the APNs payload template)") }
-            let templateText = try readTemplate(payloadPath, what: "payload template")
-            templateTexts.append(templateText)
+        if let apnsTemplate {
             let template: PayloadTemplate
             do {
-                template = try PayloadTemplate.compile(text: templateText, columns: reader.columns)
+                template = try PayloadTemplate.compile(text: apnsTemplate.text, columns: reader.columns)
             } catch {
-                throw CommandFailure("\(payloadPath): \(error.description)")
+                throw CommandFailure("\(apnsTemplate.path): \(error.description)")
             }
             let headers = try makeHeaders(parsed)
             renderings[.apns] = .apns(template: template, payloadBytesMax: headers.pushType.payloadBytesMax)
@@ -180,53 +208,64 @@ enum SendCommand {
             settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority, retry: retry,
                                         retryUnknown: parsed.flag("retry-unknown"))
         }
-        if fcm != nil {
-            guard let payloadPath = parsed.value("fcm-payload") else {
-                throw parsed.error("--fcm-payload FILE is required with FCM credentials (the FCM message template)")
-            }
-            let templateText = try readTemplate(payloadPath, what: "FCM message template")
-            templateTexts.append(templateText)
+        if let fcmTemplate {
             do {
-                renderings[.fcm] = .fcm(template: try FCMMessageTemplate.compile(text: templateText, columns: reader.columns,
-                                                                                validateOnly: parsed.flag("fcm-validate-only"), source: payloadPath))
+                renderings[.fcm] = .fcm(template: try FCMMessageTemplate.compile(text: fcmTemplate.text, columns: reader.columns,
+                                                                                validateOnly: parsed.flag("fcm-validate-only"), source: fcmTemplate.path))
             } catch {
                 throw CommandFailure(error.description)
             }
         }
+        return Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: duplicatePlan?.rows, layout: layout,
+                    renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
+                    reopen: reopen, duplicatePlan: duplicatePlan)
+    }
 
-        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
-        let rereadable = path != "-" && input.isRegularFile
-        let reopen: (() throws -> TokenFileReader)? = !rereadable ? nil : {
-            try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName)
+    /// The layout a header (CSV) or the whole file's keys (NDJSON read twice) must give: a token
+    /// column, and the --id-column when one is named.
+    static func strictLayout(_ reader: TokenFileReader, _ parsed: ParsedArguments, _ defaultProvider: ProviderID,
+                             _ fileName: String) throws -> RowLayout {
+        do {
+            return try RowLayout(columns: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider, fileName: fileName)
+        } catch {
+            throw CommandFailure(error.description)
         }
-        var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: nil, layout: layout,
-                        renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
-                        reopen: reopen, duplicatePlan: nil)
-        if let reopen {
-            // A first read finds the repeated tokens (and counts the rows for the progress line),
-            // with memory that stays flat whatever the file's size.
-            var keyer = RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName,
-                                    sends: Set(renderings.keys), recordsUnroutable: true, duplicates: .exact(expectedRows: 0))
-            do {
-                var first = try reopen()
-                let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-                // A big file takes seconds: say what happens before the first send.
-                let tell = size > 32 << 20 && !parsed.flag("quiet")
-                let started = Reactor.nowNanoseconds()
-                if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
-                let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32),
-                                                            directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
-                if tell {
-                    Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
-                                         duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
-                }
-                plan.duplicatePlan = duplicatePlan
-                plan.totalRows = duplicatePlan.rows
-            } catch {
-                throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
+    }
+
+    /// A template option's file and its text.
+    static func templateFile(_ parsed: ParsedArguments, _ option: String, _ what: String, missing: String) throws -> (path: String, text: String) {
+        guard let path = parsed.value(option) else { throw parsed.error(missing) }
+        return (path, try readTemplate(path, what: what))
+    }
+
+    /// The first read of a regular file: its duplicate plan, and every column (NDJSON key) it holds.
+    static func planDuplicates(_ parsed: ParsedArguments, path: String, open: () throws -> TokenFileReader,
+                               configured: Set<ProviderID>, campaign: String,
+                               defaultProvider: ProviderID) throws -> (DuplicatePlan, [String]) {
+        do {
+            var first = try open()
+            let reader = first
+            var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
+                                    renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
+                                    recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured)
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+            // A big file takes seconds: say what happens before the first send.
+            let tell = size > 32 << 20 && !parsed.flag("quiet")
+            let started = Reactor.nowNanoseconds()
+            if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
+            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32),
+                                                        directory: NSTemporaryDirectory()) { view in
+                keyer.follow(reader)
+                return keyer.duplicateHashes(view)
             }
+            if tell {
+                Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
+                                     duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
+            }
+            return (duplicatePlan, reader.columns)
+        } catch {
+            throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
         }
-        return plan
     }
 
     static func readTemplate(_ path: String, what: String) throws -> String {
@@ -326,6 +365,12 @@ enum SendCommand {
 
     // MARK: - check
 
+    /// A device token as pushcast prints it outside the results and prune files: its first 8
+    /// characters and its length, enough to recognise it and too little to send to it.
+    static func redacted(_ token: String) -> String {
+        token.count <= 8 ? "<\(token.count) chars>" : "\(token.prefix(8))…<\(token.count) chars>"
+    }
+
     static func check(_ plan: Plan) throws -> ExitStatus {
         var preparer = plan.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
         var summary = CampaignSummary()
@@ -356,6 +401,7 @@ enum SendCommand {
             let record: InputRecord?
             do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
             guard let record else { break }
+            preparer.follow(reader)
             tally(preparer.prepare(record))
         }
         Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))")
@@ -364,13 +410,18 @@ enum SendCommand {
             Console.out("would send: \(toSend[provider] ?? 0) notifications to \(provider == .apns ? "APNs" : "FCM") "
                 + "(largest body \(largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
             if provider == .apns, let sample = samples[.apns], let settings = plan.settings {
-                Console.out("first APNs request: POST /3/device/\(sample.token) apns-id \(sample.apnsID ?? ""), headers: "
+                Console.out("first APNs request: POST /3/device/\(redacted(sample.token)) apns-id \(sample.apnsID ?? ""), headers: "
                     + settings.headers.fixedHeaders.map { "\($0.name): \($0.value)" }.joined(separator: ", "))
             }
             if provider == .fcm, let fcm = plan.fcm {
                 Console.out("first FCM request: POST https://\(fcm.endpoint.authority)\(FCMProvider.sendPath(project: fcm.account.projectID))")
             }
-            if let sample = samples[provider] { Console.out("first \(what): " + String(decoding: sample.payload, as: UTF8.self)) }
+            if let sample = samples[provider] {
+                // FCM's message carries the token: printed redacted, like every token outside the
+                // results and prune files.
+                let body = String(decoding: sample.payload, as: UTF8.self)
+                Console.out("first \(what): " + (sample.token.isEmpty ? body : body.replacingOccurrences(of: sample.token, with: redacted(sample.token))))
+            }
         }
         Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0])" }.joined(separator: ", "))
         if !summary.reasons.isEmpty {
@@ -411,6 +462,9 @@ enum SendCommand {
         let reactor = try CommonOptions.reactorConfiguration(parsed)
         let timeout = try parsed.duration("request-timeout", default: .seconds(30))
         let timeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
+        let stall = try parsed.duration("stall-timeout", default: .seconds(60), range: .milliseconds(100)...(.seconds(86_400)))
+        let stallNanoseconds = UInt64(stall.components.seconds) * 1_000_000_000 + UInt64(stall.components.attoseconds / 1_000_000_000)
+        let resendsMax = try parsed.int("max-resends", default: 10, range: 0...1000)
         let workers = try CommonOptions.workers(parsed)
         let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
         let retryUnknown = parsed.flag("retry-unknown")
@@ -443,6 +497,7 @@ enum SendCommand {
             client.limits.streamsPerConnectionMax = streams
             client.limits.requestTimeoutNanoseconds = timeoutNanoseconds
             client.limits.responseHeadersKeptOnSuccess = false
+            client.stallNanoseconds = stallNanoseconds
             return client
         }
 
@@ -470,7 +525,8 @@ enum SendCommand {
             let apnsClient = try client(try endpoint(parsed), tls: tls, connections: connections,
                                         streams: try parsed.int("streams", default: 1000, range: 1...100_000))
             let limiter = rates[.apns].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
-            lanes.append(.apns(settings: settings, policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer),
+            lanes.append(.apns(settings: settings, policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer,
+                                                                resendsMax: resendsMax, rowDeadlineNanoseconds: timeoutNanoseconds),
                                client: apnsClient, connections: connections, workers: workers))
         }
         var accessTokens: FCMAccessTokens? = nil
@@ -497,7 +553,8 @@ enum SendCommand {
             accessTokens = tokens
             let limiter = ProviderRateLimiter(ratePerSecond: rates[.fcm], nowNanoseconds: now)
             lanes.append(.fcm(settings: FCMSendSettings(authority: fcm.endpoint.authority, project: fcm.account.projectID, tokens: tokens),
-                              policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer),
+                              policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer,
+                                                                resendsMax: resendsMax, rowDeadlineNanoseconds: timeoutNanoseconds),
                               client: fcmClient, connections: connections, workers: workers))
         }
         defer { accessTokens?.close() }

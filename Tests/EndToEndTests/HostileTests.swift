@@ -1,0 +1,106 @@
+import Foundation
+import XCTest
+
+/// Hostile servers and files, end to end: `pushcast send` against `pushcast mock --misbehave`
+/// over real TLS, and exports that used to lose or misroute rows. Every run must end by itself,
+/// in bounded time, with a diagnosis; a row has a results line or is left unsent, never both.
+final class HostileTests: XCTestCase {
+    static let apnsToken = String(repeating: "ab", count: 32)
+    static let fcmToken = "fGz1xQ:APA91b" + String(repeating: "Qx9_-", count: 28)
+
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        try BinaryTests.requireBinary()
+        directory = NSTemporaryDirectory() + "pushcast-hostile-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func write(_ name: String, _ text: String) throws -> String {
+        let path = directory + "/" + name
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    private func startMock(_ extra: [String]) throws -> SendTests.Mock {
+        try SendTests.Mock(directory: directory, extra: extra)
+    }
+
+    private func sendArguments(_ input: String, _ mock: SendTests.Mock, payload: String) -> [String] {
+        [input, "--payload", payload, "--apns-topic", "com.example.app",
+         "--apns-key", mock.keyPath, "--apns-key-id", mock.keyID, "--apns-team-id", mock.teamID,
+         "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
+         "--results", directory + "/results.ndjson", "--prune", directory + "/prune.csv", "--quiet"]
+    }
+
+    private func resultLines() throws -> [[String: Any]] {
+        let text = (try? String(contentsOfFile: directory + "/results.ndjson", encoding: .utf8)) ?? ""
+        return try text.split(separator: "\n").map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+    }
+
+    // MARK: - Finding 5: an NDJSON row's columns are its own keys
+
+    func testNDJSONRowsRouteByTheirOwnKeysAndNeverPruneAValidToken() throws {
+        let input = try write("tokens.ndjson", [
+            #"{"token": "\#(Self.apnsToken)"}"#,
+            #"{"token": "\#(Self.fcmToken)", "platform": "android", "name": "Ann"}"#,
+            #"{"token": "\#(String(repeating: "cd", count: 32))", "platform": "bogus"}"#,
+            #"{"token": "\#(String(repeating: "ef", count: 32))", "name": "Bo"}"#,
+        ].joined(separator: "\n") + "\n")
+        // The placeholder's key first appears on line 2: it must not stop the run.
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi {{name}}"}}"#)
+        let mock = try startMock([])
+        let run = try runPushcast(["send"] + sendArguments(input, mock, payload: payload), seconds: 60)
+        _ = mock.stop()
+        XCTAssertEqual(run.status, 1, run.stderr)
+        let byRow = Dictionary(uniqueKeysWithValues: try resultLines().map { ($0["row"] as? Int ?? 0, $0) })
+        XCTAssertEqual(byRow[1]?["outcome"] as? String, "delivered")
+        XCTAssertEqual(byRow[2]?["reason"] as? String, "ProviderNotConfigured", "\(byRow[2] ?? [:])")
+        XCTAssertEqual(byRow[3]?["reason"] as? String, "UnknownProvider", "\(byRow[3] ?? [:])")
+        XCTAssertEqual(byRow[4]?["outcome"] as? String, "delivered")
+        let prune = try String(contentsOfFile: directory + "/prune.csv", encoding: .utf8)
+        XCTAssertFalse(prune.contains(Self.fcmToken), "a valid FCM token reached the prune file")
+        let bodies = mock.log.compactMap { $0["token"] as? String }
+        XCTAssertEqual(Set(bodies), [Self.apnsToken, String(repeating: "ef", count: 32)])
+    }
+
+    func testNDJSONAMalformedFirstLineAndAnUnknownPlaceholder() throws {
+        let input = try write("tokens.ndjson", "{oops\n" + #"{"token": "\#(Self.apnsToken)", "name": "A"}"# + "\n")
+        let good = try write("good.json", #"{"aps":{"alert":"hi {{name}}"}}"#)
+        let mock = try startMock([])
+        defer { _ = mock.stop() }
+        let run = try runPushcast(["send"] + sendArguments(input, mock, payload: good), seconds: 60)
+        XCTAssertEqual(run.status, 0, "a malformed row is an expected outcome: \(run.stderr)")
+        let lines = try resultLines()
+        XCTAssertEqual(lines.count, 2)
+        XCTAssertEqual(lines.first { $0["row"] as? Int == 1 }?["reason"] as? String, "MalformedRow")
+        XCTAssertEqual(lines.first { $0["row"] as? Int == 2 }?["outcome"] as? String, "delivered")
+
+        // A placeholder that no line holds stops the run before sending, naming it.
+        try FileManager.default.removeItem(atPath: directory + "/results.ndjson")
+        let bad = try write("bad.json", #"{"aps":{"alert":"hi {{nobody}}"}}"#)
+        let refused = try runPushcast(["send"] + sendArguments(input, mock, payload: bad), seconds: 60)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("nobody"), refused.stderr)
+    }
+
+    // MARK: - Finding 6: check prints no whole token
+
+    func testCheckRedactsDeviceTokens() throws {
+        let input = try write("tokens.csv", "token,platform\n\(Self.apnsToken),ios\n")
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let mock = try startMock([])
+        _ = mock.stop()
+        let run = try runPushcast(["check"] + sendArguments(input, mock, payload: payload), seconds: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("first APNs request"), run.stdout)
+        XCTAssertTrue(run.stdout.contains(String(Self.apnsToken.prefix(8))), run.stdout)
+        for text in [run.stdout, run.stderr] {
+            XCTAssertFalse(text.contains(Self.apnsToken), "a whole device token was printed: \(text)")
+        }
+    }
+}
