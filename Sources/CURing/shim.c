@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <errno.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 unsigned curing_reap(struct io_uring *ring, struct curing_completion *out, unsigned max) {
     struct io_uring_cqe *cqe;
@@ -44,4 +45,8 @@ int curing_accept_nonblocking(int fd) {
 int curing_enable_rings(struct io_uring *ring) {
     long result = syscall(__NR_io_uring_register, ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
     return result < 0 ? -errno : 0;
+}
+
+int curing_reserve_space(int fd, int64_t offset, int64_t length) {
+    return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
 }

@@ -3,6 +3,16 @@ public enum ProviderID: String, Sendable, CaseIterable, Hashable {
     case apns
     case fcm
 
+    /// The provider's index in `allCases`: tables by provider are arrays indexed by it, so every
+    /// provider has its own slot (no `== .apns ? 0 : 1` that a third provider would fall into).
+    @inline(__always)
+    public var position: Int {
+        switch self {
+        case .apns: return 0
+        case .fcm: return 1
+        }
+    }
+
     /// Parses a `platform`/`provider` column value: ios or apns → APNs; android or fcm → FCM.
     /// The same, from the column's bytes: surrounding spaces ignored, ASCII case-insensitive, no
     /// String made (this runs once per row).

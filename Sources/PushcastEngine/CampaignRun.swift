@@ -178,215 +178,41 @@ public final class CampaignRun {
                   totalRows: totalRows, log: log)
     }
 
+    /// Runs the campaign to its end: every row read, every notification answered or given up,
+    /// every outcome recorded. Output errors before the first send throw; a disk that fills
+    /// during the run stops new sends and ends the run with `stoppedBecause` set.
     public func run() throws(CampaignError) -> CampaignSummary {
-        let results: OutputFile, prune: OutputFile
-        do {
-            results = try OutputFile(path: output.resultsPath, bufferBytes: 256 * 1024)
-            prune = try OutputFile(path: output.prunePath)
-            if output.resultsFormat == .csv { try results.append(ResultEncoding.csvHeader) }
-            try prune.append(ResultEncoding.pruneHeader)
-        } catch {
-            throw .output(error.description)
-        }
-        var summary = CampaignSummary()
-        summary.resultsPath = output.resultsPath
-        summary.prunePath = output.prunePath
+        let sink = try ResultFilesSink(resultsPath: output.resultsPath, format: output.resultsFormat, prunePath: output.prunePath)
         let start = Reactor.nowNanoseconds()
-
         let outcomes = OutcomeChannel()
         started?(outcomes)
-        let threads = WorkerThreads()
-        let finishedWorkers = SharedCounter()
-        var feeders: [LaneFeeder] = []
-        var gaugesByLane: [[WorkerGauge]] = []
-        var workerCount = 0
-        for lane in lanes {
-            // Channels sized from the in-flight budget of each worker.
-            let streams = lane.client.limits.streamsPerConnectionMax
-            var shares: [Int] = []
-            for index in 0..<lane.workers { shares.append(lane.connections / lane.workers + (index < lane.connections % lane.workers ? 1 : 0)) }
-            let channels = shares.map { NotificationChannel(capacity: max(64, $0 * streams)) }
-            let gauges = shares.map { _ in WorkerGauge() }
-            feeders.append(LaneFeeder(provider: lane.provider, channels: channels))
-            gaugesByLane.append(gauges)
-            workerCount += lane.workers
-            for index in 0..<lane.workers {
-                let (channel, gauge, share) = (channels[index], gauges[index], shares[index])
-                threads.start(name: "\(lane.provider.rawValue)-\(index)") {
-                    defer {
-                        finishedWorkers.value.add(1, ordering: .releasing)
-                        outcomes.nudge()
-                    }
-                    let clock = TurnClock(source: SystemMonotonicClock())
-                    let workload = lane.makeWorkload(WorkloadContext(
-                        channel: channel, outcomes: outcomes, gauge: gauge, clock: clock,
-                        random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index)),
-                        inFlightMax: share * lane.client.limits.streamsPerConnectionMax))
-                    do throws(TransportError) {
-                        let worker = try ClientWorker(configuration: lane.client, connectionCount: share, workload: workload, clock: clock)
-                        do { channel.attach(try worker.makeWaker()) } catch {
-                            outcomes.workerFailed("cannot make a waker: \(error)")
-                            return
-                        }
-                        try worker.run()
-                    } catch {
-                        outcomes.workerFailed(error.description)
-                        outcomes.stop(reason: "\(lane.provider.rawValue): \(error.description)")
-                    }
-                    workload.flush()
-                }
-            }
-        }
-        /// Each provider's lane feeder (by the provider's position: no hashing per row), and each
-        /// feed's lanes.
-        let feederOf: [LaneFeeder?] = ProviderID.allCases.map { provider in feeders.first { $0.provider == provider } }
-        func feeder(_ provider: ProviderID) -> LaneFeeder? { feederOf[provider == .apns ? 0 : 1] }
-        let feedLanes: [[LaneFeeder]] = feeds.map { feed in feed.preparer.sends.compactMap { feeder($0) } }
-
-        var drained: [OutcomeRecord] = []
-        var encoded = ByteBuffer(capacity: 256 * 1024)
-        var pruneEncoded = ByteBuffer(capacity: 16 * 1024)
-        var feedDone = Array(repeating: false, count: feeds.count)
-        var inputDone = false
-        var readError: String? = nil
-        var lastProgress = start
-        let progress = output.progress ? ProgressLine(total: totalRows, start: start) : nil
-
-        func write(_ record: OutcomeRecord) {
-            summary.record(record)
-            ResultEncoding.appendLine(record, format: output.resultsFormat, to: &encoded)
-            if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &pruneEncoded) }
-        }
-
-        /// Writes each record moved out of the array, a placeholder left in its place (iterating the
-        /// array, or reading it in place, would copy every record: a retain and release of each
-        /// of its strings).
-        func writeAll(_ records: inout [OutcomeRecord]) {
-            records.withUnsafeMutableBufferPointer { buffer in
-                for index in buffer.indices {
-                    var record = OutcomeRecord.placeholder
-                    swap(&record, &buffer[index])
-                    write(record)
-                }
-            }
-            records.removeAll(keepingCapacity: true)
-        }
-
-        /// Encoded lines go to a file once they outgrow its buffer, which then writes them
-        /// straight through (handing over less would copy every line a second time, into that
-        /// buffer); whatever is left goes at the end.
-        func flushEncoded(final: Bool = false) throws(CampaignError) {
-            do {
-                if encoded.count > results.bufferBytes || (final && !encoded.isEmpty) {
-                    try results.append(encoded.bytes)
-                    encoded.removeAll()
-                }
-                if pruneEncoded.count > prune.bufferBytes || (final && !pruneEncoded.isEmpty) {
-                    try prune.append(pruneEncoded.bytes)
-                    pruneEncoded.removeAll()
-                }
-            } catch {
-                throw .output(error.description)
-            }
-        }
-
-        /// Reads from one feed while its lanes take notifications; returns when they are full,
-        /// the budget is spent, or the feed ends.
-        func feedTurn(_ f: Int) {
-            var budget = 8192
-            let mine = feedLanes[f]
-            while budget > 0 && !feedDone[f] {
-                if !mine.allSatisfy({ $0.canAccept() }) { break }
-                budget -= 1
-                let record: InputRecord?
-                do { record = try feeds[f].reader.next() } catch {
-                    readError = "cannot read \(feeds[f].reader.fileName): \(error)"
-                    feedDone[f] = true
-                    break
-                }
-                guard let record else {
-                    feedDone[f] = true
-                    break
-                }
-                feeds[f].preparer.follow(feeds[f].reader)
-                switch feeds[f].preparer.prepare(record) {
-                case .send(let notification): feeder(notification.provider)!.add(notification)
-                case .finished(let outcome): write(outcome)
-                case .skipped: break
-                }
-            }
-            for lane in mine { lane.flush() }
-        }
-
-        while true {
-            // Feed the workers while they have room; rows that need no sending are written at once.
-            if !inputDone && !outcomes.isStopped {
-                for f in feeds.indices where !feedDone[f] { feedTurn(f) }
-                if feedDone.allSatisfy({ $0 }) {
-                    inputDone = true
-                    for feeder in feeders { feeder.close() }
-                }
-            }
-            if outcomes.isStopped && !inputDone {
-                inputDone = true
-                for feeder in feeders { feeder.close() }
-            }
-            if let readError {
-                outcomes.stop(reason: readError)
-            }
-
-            let allFinished = finishedWorkers.value.load(ordering: .acquiring) == workerCount
-            let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
-            outcomes.take(into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
-            writeAll(&drained)
-            try flushEncoded()
-
-            let now = Reactor.nowNanoseconds()
-            if let progress, now - lastProgress >= 250_000_000 {
-                lastProgress = now
-                log(progress.render(summary: summary, lanes: lanes.indices.map { figures(lanes[$0].provider, gaugesByLane[$0]) }, now: now))
-            }
-            if allFinished && inputDone {
-                outcomes.take(into: &drained, timeoutSeconds: 0)
-                writeAll(&drained)
-                try flushEncoded(final: true)
-                break
-            }
-        }
-        threads.join()
-        do {
-            try results.flush()
-            try prune.flush()
-        } catch {
-            throw .output(error.description)
-        }
-        summary.retries = gaugesByLane.joined().reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
-        for (index, lane) in lanes.enumerated() {
-            summary.retriesByProvider[lane.provider] = gaugesByLane[index].reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
-        }
+        let crew = LaneCrew(lanes: lanes, outcomes: outcomes)
+        let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: [sink], start: start,
+                                progress: output.progress ? ProgressLine(total: totalRows, start: start) : nil, log: log)
+        loop.run()
+        crew.threads.join()
+        var failure: CampaignError? = nil
+        do { try sink.close() } catch { failure = error }
+        var summary = loop.summary
+        summary.resultsPath = output.resultsPath
+        summary.prunePath = output.prunePath
+        crew.addRetries(to: &summary)
         summary.wallSeconds = Double(Reactor.nowNanoseconds() - start) / 1e9
-        summary.stoppedBecause = outcomes.reasonForStop
-        if let progress {
-            log(progress.render(summary: summary, lanes: lanes.indices.map { figures(lanes[$0].provider, gaugesByLane[$0]) },
-                                now: Reactor.nowNanoseconds()) + "\n")
-        }
+        summary.stoppedBecause = outcomes.reasonForStop ?? failure?.description
+        loop.showProgress(summary: summary, last: true)
         if let path = output.summaryPath {
+            // A summary that cannot be written (a full disk) is still printed by the caller.
             do {
                 let file = try OutputFile(path: path)
                 try file.append(summary.json)
                 try file.flush()
             } catch {
-                throw .output(error.description)
+                log("pushcast: cannot write the summary to \(path): \(error)\n")
             }
         }
         return summary
     }
 
-    private func figures(_ provider: ProviderID, _ gauges: [WorkerGauge]) -> ProgressLine.LaneFigures {
-        ProgressLine.LaneFigures(provider: provider,
-                                 inFlight: gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
-                                 retries: gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
-    }
 }
 
 /// The progress line on stderr: done/total, rate, ETA, and per provider: done, in flight, retries.

@@ -275,13 +275,16 @@ public struct RowPreparer {
 
     private mutating func makeKey(_ provider: ProviderID, _ token: String) {
         key.removeAll(keepingCapacity: true)
-        key.append(provider == .apns ? 0x61 : 0x66)
+        // The provider's first letter ("a", "f"): stable, and distinct for every provider.
+        key.append(Self.keyPrefix[provider.position])
         var token = token
         token.withUTF8 { key.append(contentsOf: $0) }
     }
 
+    private static let keyPrefix: [UInt8] = ProviderID.allCases.map { $0.rawValue.utf8.first! }
+
     @inline(__always)
-    private static func bit(_ provider: ProviderID) -> UInt8 { provider == .apns ? 1 : 2 }
+    private static func bit(_ provider: ProviderID) -> UInt8 { 1 << UInt8(provider.position) }
 
     /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
     private func check(_ view: RowView, wantID: Bool = true) -> Checked {
@@ -369,15 +372,11 @@ struct TokenProblem: Error, CustomStringConvertible {
 public enum CampaignError: Error, CustomStringConvertible {
     case options(String)
     case input(String)
-    case credentials(String)
     case output(String)
-    case transport(String)
-    /// The provider rejected the credential: the run stopped.
-    case rejected(String)
 
     public var description: String {
         switch self {
-        case .options(let m), .input(let m), .credentials(let m), .output(let m), .transport(let m), .rejected(let m): return m
+        case .options(let m), .input(let m), .output(let m): return m
         }
     }
 }

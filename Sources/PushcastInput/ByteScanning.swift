@@ -120,6 +120,25 @@ func firstIndex(of a: UInt8, _ b: UInt8, _ c: UInt8, in p: UnsafePointer<UInt8>,
     return end
 }
 
+/// The index of the first byte in `p[from..<to]` equal to `a`, `b`, `c` or `d`, or `to` when none is.
+@inline(__always)
+func firstIndex(of a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8, in p: UnsafePointer<UInt8>,
+                from: Int, to end: Int) -> Int {
+    var i = from
+    while i + 8 <= end {
+        let word = loadWord(p + i)
+        let bits = matchBits(word, a) | matchBits(word, b) | matchBits(word, c) | matchBits(word, d)
+        if bits != 0 { return i + bits.trailingZeroBitCount / 8 }
+        i += 8
+    }
+    while i < end {
+        let x = p[i]
+        if x == a || x == b || x == c || x == d { return i }
+        i += 1
+    }
+    return end
+}
+
 /// The index of the first `"`, `\` or control byte (below 0x20) in `p[from..<to]`, or `to`.
 @inline(__always)
 func firstJSONStringSpecial(in p: UnsafePointer<UInt8>, from: Int, to end: Int) -> Int {

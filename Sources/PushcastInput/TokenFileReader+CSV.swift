@@ -1,14 +1,21 @@
 // CSV framing and field splitting (RFC 4180): quoted fields with "" escapes, embedded commas,
-// quotes and newlines (LF or CRLF) inside quotes, CRLF or LF line ends, no final newline needed.
+// quotes and line ends inside quotes, no final newline needed.
+//
+// Line ends: outside quotes a record ends at an LF, a CRLF or a lone CR (old Mac exports). Inside
+// quotes all three are data. Either way each counts as one line in "file:line", as an editor shows
+// the file. Whether a CR outside quotes is lone is known only from the byte after it, so a record
+// ending in a CR is complete once that byte is read or the input ends.
 //
 // Choices beyond the RFC, each documented for users in the reader's tests:
-// - An empty line ("" or a lone CR before the LF) is skipped and not numbered, like a blank NDJSON
-//   line. (With a one-column header, an empty value must therefore be written `""`.)
+// - An empty line (nothing before its LF, CRLF or lone CR) is skipped and not numbered, like a
+//   blank NDJSON line. (With a one-column header, an empty value must therefore be written `""`.)
 // - A quote inside an unquoted field, anything but a comma or line end after a closing quote, and
 //   a quote left open at the end of input make the row malformed. Reading resumes after the next
-//   LF, whether or not that LF was inside quotes, which is what a human reading the file sees.
-// - A record longer than `lineBytesMax` is malformed; reading resumes at the first LF after the
-//   cap. An unterminated quote therefore swallows at most `lineBytesMax` bytes.
+//   LF, CRLF or lone CR, whether or not it was inside quotes, which is what a human reading the
+//   file sees.
+// - A record longer than `lineBytesMax` is malformed; its line end does not count, except the CR
+//   of a CRLF (as in NDJSON). Reading resumes at the first line end after the cap. An unterminated
+//   quote therefore swallows at most `lineBytesMax` bytes.
 
 private let comma = UInt8(ascii: ",")
 private let quote = UInt8(ascii: "\"")
@@ -25,8 +32,8 @@ enum CSVPhase {
     case quoted
     /// Just after a quote inside a quoted field: an escaped quote follows, or the field ended.
     case quoteInQuoted
-    /// After a closing quote and a CR: only LF may follow.
-    case carriageReturnAfterQuote
+    /// After a CR that ended the record's last field: an LF here is part of the same line end.
+    case carriageReturn
 }
 
 extension TokenFileReader {
@@ -107,7 +114,7 @@ extension TokenFileReader {
         recordHasEscapes = false
         problem = nil
         while true {
-            if case .complete(let contentEnd, let next) = skipping ? scanSkipping() : scanCSV() {
+            if case .complete(let contentEnd, let next) = skipping ? scanSkipping(lineEndsAtCR: true) : scanCSV() {
                 return (contentEnd, next)
             }
             if sourceEnded { return finishCSVAtEnd() }
@@ -141,29 +148,19 @@ extension TokenFileReader {
                     phase = .unquoted
                 }
             case .unquoted:
-                p = firstIndex(of: comma, lf, quote, in: base, from: p, to: limit)
+                p = firstIndex(of: comma, lf, cr, quote, in: base, from: p, to: limit)
                 guard p < limit else { break }
-                let b = base[p]
-                if b == comma {
-                    closeField(end: p - recordStart)
-                    phase = .fieldStart
-                    p += 1
-                } else if b == lf {
-                    var end = p - recordStart
-                    if end > fieldStart && base[p - 1] == cr { end -= 1 }
-                    closeField(end: end)
-                    newlines += 1
-                    save(p + 1)
-                    return .complete(contentEnd: p, next: p + 1)
-                } else {
+                guard base[p] != quote else {
                     save(p)
                     return fail(.quoteInUnquotedField(field: fieldIndex))
                 }
+                if let step = endField(p - recordStart, at: &p, &phase, newlines) { return step }
             case .quoted:
                 while true {
-                    p = firstIndex(of: quote, lf, quote, in: base, from: p, to: limit)
-                    guard p < limit && base[p] == lf else { break }
-                    newlines += 1
+                    p = firstIndex(of: quote, lf, cr, in: base, from: p, to: limit)
+                    guard p < limit && base[p] != quote else { break }
+                    // A line end inside quotes: a CR counts, an LF unless it ends a CRLF.
+                    if base[p] == cr || base[p - 1] != cr { newlines += 1 }
                     p += 1
                 }
                 guard p < limit else { break }
@@ -175,46 +172,72 @@ extension TokenFileReader {
                     recordHasEscapes = true
                     phase = .quoted
                     p += 1
-                } else if b == comma {
-                    closeField(end: p - 1 - recordStart)
-                    phase = .fieldStart
-                    p += 1
-                } else if b == lf {
-                    closeField(end: p - 1 - recordStart)
-                    newlines += 1
-                    save(p + 1)
-                    return .complete(contentEnd: p, next: p + 1)
-                } else if b == cr {
-                    quotedFieldEnd = p - 1 - recordStart
-                    phase = .carriageReturnAfterQuote
-                    p += 1
+                } else if b == comma || b == lf || b == cr {
+                    if let step = endField(p - 1 - recordStart, at: &p, &phase, newlines) { return step }
                 } else {
                     save(p)
                     return fail(.dataAfterClosingQuote(field: fieldIndex))
                 }
-            case .carriageReturnAfterQuote:
-                guard base[p] == lf else {
-                    save(p)
-                    return fail(.dataAfterClosingQuote(field: fieldIndex))
-                }
-                closeField(end: quotedFieldEnd)
-                newlines += 1
-                save(p + 1)
-                return .complete(contentEnd: p, next: p + 1)
+            case .carriageReturn:
+                save(p)
+                return endAfterCarriageReturn(at: p)
             }
         }
         save(p)
-        if p == capEnd {
-            return fail(.tooLong)
-        }
-        return .needMore
+        return p == capEnd ? reachedCap() : .needMore
     }
 
-    /// Records a problem and discards the rest of the record up to the next LF.
+    /// At the comma, LF or CR at `p` that ends a field (`end` is from the record's start): moves
+    /// past it and returns nil to go on, or stores the state and returns the record's end.
+    @inline(__always)
+    private func endField(_ end: Int, at p: inout Int, _ phase: inout CSVPhase, _ newlines: Int) -> FrameStep? {
+        closeField(end: end)
+        let b = buffer[p]
+        p += 1
+        if b == comma {
+            phase = .fieldStart
+            return nil
+        }
+        if b == cr {
+            phase = .carriageReturn
+            return nil
+        }
+        scanPos = p
+        recordNewlines = newlines + 1
+        return .complete(contentEnd: p - 1, next: p)
+    }
+
+    /// Ends the record at the CR before `p`, and at the LF at `p` too if there is one.
+    private func endAfterCarriageReturn(at p: Int) -> FrameStep {
+        let next = buffer[p] == lf ? p + 1 : p
+        recordNewlines += 1
+        scanPos = next
+        return .complete(contentEnd: p - 1, next: next)
+    }
+
+    /// The record has reached the cap (the state is stored): it is too long, unless a lone CR
+    /// ends it right there.
+    private func reachedCap() -> FrameStep {
+        let p = scanPos
+        if csvPhase == .carriageReturn {
+            // A CR is the last byte the cap allows: as a lone CR it ends the record in time, as the
+            // CR of a CRLF it counts toward the cap.
+            guard p < dataEnd else { return .needMore }
+            if buffer[p] != lf { return endAfterCarriageReturn(at: p) }
+        } else if csvPhase == .quoted && buffer[p - 1] == cr {
+            // A quoted CR, counted already, is the last byte: the skip reads it again as the line
+            // end, with an LF after it, so that a CRLF across the cap counts once.
+            recordNewlines -= 1
+            scanPos = p - 1
+        }
+        return fail(.tooLong)
+    }
+
+    /// Records a problem and discards the rest of the record up to the next LF, CRLF or lone CR.
     private func fail(_ found: RecordProblem) -> FrameStep {
         problem = found
         skipping = true
-        return scanSkipping()
+        return scanSkipping(lineEndsAtCR: true)
     }
 
     /// Ends a record that the end of input cut short; nil when nothing is left.
@@ -227,15 +250,14 @@ extension TokenFileReader {
             fieldStart = end - recordStart
             closeField(end: end - recordStart)
         case .unquoted:
-            var fieldEnd = end - recordStart
-            if fieldEnd > fieldStart && buffer[end - 1] == cr { fieldEnd -= 1 }
-            closeField(end: fieldEnd)
+            closeField(end: end - recordStart)
         case .quoted:
             problem = .unterminatedQuote(field: fieldIndex)
         case .quoteInQuoted:
             closeField(end: end - 1 - recordStart)
-        case .carriageReturnAfterQuote:
-            closeField(end: quotedFieldEnd)
+        case .carriageReturn:
+            // A lone CR as the last byte: the field is closed already.
+            return (end - 1, end)
         }
         return (end, end)
     }
@@ -267,10 +289,9 @@ extension TokenFileReader {
         }
     }
 
-    /// An empty line: no bytes, or only the CR of a CRLF.
+    /// An empty line: no bytes before its LF, CRLF or lone CR (the content never holds the CR).
     private func isBlank(_ start: Int, _ contentEnd: Int) -> Bool {
-        let count = contentEnd - start
-        return count == 0 || (count == 1 && buffer[start] == cr)
+        contentEnd == start
     }
 
     private func describe(_ found: RecordProblem, line: Int, header: Bool) -> InputProblem {

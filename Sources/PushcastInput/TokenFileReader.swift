@@ -34,9 +34,9 @@ public final class TokenFileReader {
     var recordStart = 0
     /// How far framing has looked.
     var scanPos = 0
-    /// LF bytes inside the record so far (quoted newlines and the terminator).
+    /// Line ends inside the record so far (quoted LFs and the terminator).
     var recordNewlines = 0
-    /// True after a problem: the rest of the record is discarded up to the next LF.
+    /// True after a problem: the rest of the record is discarded up to the next line end.
     var skipping = false
     var problem: RecordProblem?
 
@@ -58,7 +58,6 @@ public final class TokenFileReader {
     // CSV framing state.
     var csvPhase: CSVPhase = .fieldStart
     var fieldStart = 0
-    var quotedFieldEnd = 0
     var recordHasEscapes = false
 
     // NDJSON keys, as bytes, parallel to `columns`.
@@ -186,14 +185,30 @@ public final class TokenFileReader {
         return line
     }
 
-    /// The rest of a record after a problem: up to and including the next LF.
-    func scanSkipping() -> FrameStep {
-        if let lf = firstIndex(of: UInt8(ascii: "\n"), in: buffer, from: scanPos, to: dataEnd) {
-            recordNewlines += 1
-            return .complete(contentEnd: lf, next: lf + 1)
+    /// The rest of a record after a problem: up to and including the next LF or, when
+    /// `lineEndsAtCR` (CSV), the next LF, CRLF or lone CR, whether or not it is inside quotes.
+    func scanSkipping(lineEndsAtCR: Bool = false) -> FrameStep {
+        let lf = UInt8(ascii: "\n")
+        let cr = UInt8(ascii: "\r")
+        let end = lineEndsAtCR
+            ? firstIndex(of: lf, cr, lf, in: buffer, from: scanPos, to: dataEnd)
+            : firstIndex(of: lf, in: buffer, from: scanPos, to: dataEnd) ?? dataEnd
+        guard end < dataEnd else {
+            scanPos = dataEnd
+            return .needMore
         }
-        scanPos = dataEnd
-        return .needMore
+        var next = end + 1
+        if buffer[end] == cr {
+            // Whether an LF follows is known only once the next byte is in: keep the CR till then.
+            // At the end of input the CR stays unread, which ends the skipped record all the same.
+            guard next < dataEnd else {
+                scanPos = end
+                return .needMore
+            }
+            if buffer[next] == lf { next += 1 }
+        }
+        recordNewlines += 1
+        return .complete(contentEnd: end, next: next)
     }
 
     func makeProblem(line: Int, field: String? = nil, _ message: String) -> InputProblem {

@@ -97,6 +97,11 @@ final class MockFCMResponder: ServerResponder {
         changed = true
     }
 
+    func misbehaved(_ action: ServerMisbehaviorAction, on connection: ServerConnectionControl) {
+        statistics.fcm.misbehavior.count(action)
+        changed = true
+    }
+
     func turnEnded() {
         guard changed else { return }
         changed = false

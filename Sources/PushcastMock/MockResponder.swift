@@ -238,6 +238,11 @@ final class MockResponder: ServerResponder {
         changed = true
     }
 
+    func misbehaved(_ action: ServerMisbehaviorAction, on connection: ServerConnectionControl) {
+        statistics.misbehavior.count(action)
+        changed = true
+    }
+
     func turnEnded() {
         guard changed else { return }
         changed = false

@@ -21,6 +21,9 @@ public struct MockServerConfiguration: Sendable {
     public var limits = Limits()
     public var reactor = ReactorConfiguration()
     public var behavior = MockBehavior()
+    /// `--misbehave MODE`: a hostile server on every listener (APNs and FCM alike); the
+    /// behaviour above then never gets a request.
+    public var misbehavior: ServerMisbehavior = .none
     /// `--log FILE`: an NDJSON line per request.
     public var logPath: String? = nil
     /// `--fcm`: an FCM listener (token endpoint and sends) on a second port, with `workers`
@@ -97,7 +100,8 @@ public final class MockServer: @unchecked Sendable {
         let (board, log, behavior) = (board, log, configuration.behavior)
 
         let serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: tls,
-                                                      limits: configuration.limits, reactor: configuration.reactor)
+                                                      limits: configuration.limits, reactor: configuration.reactor,
+                                                      misbehavior: configuration.misbehavior)
         let workerGroup = (threads, stopSignal, failures)
         let (apnsPort, apnsBackend) = try Self.startWorkers(count: workers, name: "mock", configuration: serverConfiguration, group: workerGroup) { index in
             MockResponder(behavior: behavior, board: board, workerIndex: index, shared: shared, rateLimiter: limiter, log: log,
@@ -116,7 +120,8 @@ public final class MockServer: @unchecked Sendable {
         fcmLimits.streamsPerConnectionMax = fcmConfiguration.streamsPerConnectionMax
         fcmLimits.requestBodyBytesMax = max(fcmLimits.requestBodyBytesMax, MockFCMConfiguration.requestBodyBytesMax)
         let fcmServerConfiguration = ServerConfiguration(host: configuration.host, port: fcmConfiguration.port, tls: tls,
-                                                         limits: fcmLimits, reactor: configuration.reactor)
+                                                         limits: fcmLimits, reactor: configuration.reactor,
+                                                         misbehavior: configuration.misbehavior)
         do {
             let (fcmPort, _) = try Self.startWorkers(count: workers, name: "mock-fcm", configuration: fcmServerConfiguration, group: workerGroup) { index in
                 MockFCMResponder(shared: fcmShared, behavior: behavior, board: board, slot: workers + index, workerIndex: index,

@@ -2,6 +2,7 @@
 // It runs on the same Wire sessions and reactor as the client, one worker thread per core, and
 // can misbehave on purpose (latency, stream limits, GOAWAY).
 
+import PushcastTransport
 import Synchronization
 
 /// Counters of one mock worker. The worker keeps them in plain fields and publishes a copy once
@@ -19,6 +20,8 @@ public struct MockStatistics: Sendable, Equatable {
     public var streamsOpenMax = 0
     public var streamsOpenMaxSumOverConnections = 0
     public var streamsOpenMaxPerConnection: [Int] = []
+    /// What `--misbehave` did on the APNs listener.
+    public var misbehavior = MockMisbehaviorStatistics()
     /// The FCM listener's counters (`mock --fcm`); the fields above count the APNs listener only.
     public var fcm = MockFCMStatistics()
 
@@ -34,6 +37,7 @@ public struct MockStatistics: Sendable, Equatable {
         streamsOpenMax = max(streamsOpenMax, other.streamsOpenMax)
         streamsOpenMaxSumOverConnections += other.streamsOpenMaxSumOverConnections
         streamsOpenMaxPerConnection += other.streamsOpenMaxPerConnection
+        misbehavior.merge(other.misbehavior)
         fcm.merge(other.fcm)
     }
 
@@ -45,6 +49,7 @@ public struct MockStatistics: Sendable, Equatable {
             + "\"connections_open\":\(connectionsOpen),\"goaways_sent\":\(goAwaysSent),"
             + "\"max_concurrent_streams\":\(streamsOpenMax),"
             + "\"max_concurrent_streams_per_connection\":[\(perConnection)]"
+            + (misbehavior.isEmpty ? "" : ",\"misbehavior\":" + misbehavior.json)
             + (fcm.listening ? ",\"fcm\":" + fcm.json : "") + "}"
     }
 }
@@ -66,6 +71,8 @@ public struct MockFCMStatistics: Sendable, Equatable {
     public var goAwaysSent = 0
     /// The most streams seen open at once on any one FCM connection.
     public var streamsOpenMax = 0
+    /// What `--misbehave` did on the FCM listener.
+    public var misbehavior = MockMisbehaviorStatistics()
 
     public init() {}
 
@@ -80,13 +87,61 @@ public struct MockFCMStatistics: Sendable, Equatable {
         connectionsOpen += other.connectionsOpen
         goAwaysSent += other.goAwaysSent
         streamsOpenMax = max(streamsOpenMax, other.streamsOpenMax)
+        misbehavior.merge(other.misbehavior)
     }
 
     public var json: String {
         let statuses = statusCounts.keys.sorted().map { "\"\($0)\":\(statusCounts[$0]!)" }.joined(separator: ",")
         return "{\"requests\":\(requests),\"delivered\":\(delivered),\"status\":{\(statuses)},\"token_requests\":\(tokenRequests),"
             + "\"tokens_issued\":\(tokensIssued),\"connections_accepted\":\(connectionsAccepted),\"connections_open\":\(connectionsOpen),"
-            + "\"goaways_sent\":\(goAwaysSent),\"max_concurrent_streams\":\(streamsOpenMax)}"
+            + "\"goaways_sent\":\(goAwaysSent),\"max_concurrent_streams\":\(streamsOpenMax)"
+            + (misbehavior.isEmpty ? "" : ",\"misbehavior\":" + misbehavior.json) + "}"
+    }
+}
+
+/// What a misbehaving listener (`--misbehave`) did instead of answering. In the JSON report only
+/// when something was counted.
+public struct MockMisbehaviorStatistics: Sendable, Equatable {
+    /// Request streams reset with REFUSED_STREAM (refuse-all) or INTERNAL_ERROR (reset-all).
+    public var streamsRefused = 0
+    public var streamsReset = 0
+    /// Requests left unanswered (silent, garbage-after-preface, and any that reached a
+    /// goaway-zero connection).
+    public var requestsIgnored = 0
+    /// GOAWAY(last-stream-id 0) frames queued (goaway-zero).
+    public var goAwaysSent = 0
+    /// Connections closed on purpose right after their handshake (goaway-zero, close-after-handshake).
+    public var connectionsClosed = 0
+    /// Connections that got bytes that are not HTTP/2 (garbage-after-preface).
+    public var garbageSent = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { self == MockMisbehaviorStatistics() }
+
+    mutating func count(_ action: ServerMisbehaviorAction) {
+        switch action {
+        case .streamRefused: streamsRefused += 1
+        case .streamReset: streamsReset += 1
+        case .requestIgnored: requestsIgnored += 1
+        case .goAwaySent: goAwaysSent += 1
+        case .connectionClosed: connectionsClosed += 1
+        case .garbageSent: garbageSent += 1
+        }
+    }
+
+    public mutating func merge(_ other: MockMisbehaviorStatistics) {
+        streamsRefused += other.streamsRefused
+        streamsReset += other.streamsReset
+        requestsIgnored += other.requestsIgnored
+        goAwaysSent += other.goAwaysSent
+        connectionsClosed += other.connectionsClosed
+        garbageSent += other.garbageSent
+    }
+
+    public var json: String {
+        "{\"streams_refused\":\(streamsRefused),\"streams_reset\":\(streamsReset),\"requests_ignored\":\(requestsIgnored),"
+            + "\"goaways_sent\":\(goAwaysSent),\"connections_closed\":\(connectionsClosed),\"garbage_sent\":\(garbageSent)}"
     }
 }
 

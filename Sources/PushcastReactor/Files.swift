@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CURing
 
 /// A file opened for reading in large sequential chunks (token files), or stdin for "-".
 /// Plain blocking read(2): files are always "ready", and the reader runs on its own thread.
@@ -49,6 +50,11 @@ public final class OutputFile {
     private let fd: Int32
     private let buffer: UnsafeMutableRawBufferPointer
     private var used = 0
+    /// Bytes handed to the kernel so far, and where the space reserved for the file ends.
+    private var written = 0
+    private var reservedEnd = 0
+    /// False once the file system said it cannot reserve at all (no fallocate support).
+    private var canReserve = true
 
     /// The buffer's size: an append larger than this is written straight through, uncopied.
     public var bufferBytes: Int { buffer.count }
@@ -98,6 +104,33 @@ public final class OutputFile {
         if let failure { throw failure }
     }
 
+    /// Makes sure the next `headroom` bytes appended will find disk space: blocks are allocated
+    /// ahead (fallocate, the file's size unchanged) in steps of at least `step` bytes. False when
+    /// the file system is full: what is already reserved can still be written, so a caller that
+    /// stops producing new work here loses none of the work in flight. A file system without
+    /// fallocate reserves nothing and always answers true (the write itself reports a full disk).
+    public func reserve(headroom: Int, step: Int = 16 << 20) -> Bool {
+        let needed = written + used + headroom
+        guard canReserve, needed > reservedEnd else { return true }
+        let length = max(step, needed - reservedEnd)
+        if curing_reserve_space(fd, Int64(reservedEnd), Int64(length)) == 0 {
+            reservedEnd += length
+            return true
+        }
+        if errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL {
+            canReserve = false
+            return true
+        }
+        return false
+    }
+
+    /// Gives back the blocks reserved past the end of what was written (at the end of a run).
+    public func releaseReservation() {
+        guard reservedEnd > written else { return }
+        _ = ftruncate(fd, off_t(written))
+        reservedEnd = written
+    }
+
     /// Writes everything buffered so far.
     public func flush() throws(ReactorError) {
         guard used > 0 else { return }
@@ -108,6 +141,7 @@ public final class OutputFile {
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
         try writeFully(fd, bytes, at: nil, what: path)
+        written += bytes.count
     }
 }
 

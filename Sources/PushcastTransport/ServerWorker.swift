@@ -28,6 +28,13 @@ public final class ServerConnectionControl {
     }
 
     public func setMaxConcurrentStreams(_ n: Int) { session.setMaxConcurrentStreams(n) }
+
+    /// GOAWAY with last-stream-id 0, before any stream: no request of this connection will be
+    /// processed (`ServerMisbehavior.goAwayZero`).
+    func goAwayBeforeAnyStream(debugData: String) {
+        goingAway = true
+        session.goAway(lastStreamID: 0, errorCode: HTTP2ServerSession.noErrorCode, debugData: debugData)
+    }
 }
 
 /// A responder's answer to one request.
@@ -48,6 +55,54 @@ public protocol ServerResponder: AnyObject {
     /// Called once per loop turn, after a batch of events: a place to publish counters without
     /// taking a lock per request.
     func turnEnded()
+    /// The worker misbehaved on purpose (`ServerConfiguration.misbehavior`) instead of asking
+    /// `handle`. For counters; the default does nothing.
+    func misbehaved(_ action: ServerMisbehaviorAction, on connection: ServerConnectionControl)
+}
+
+extension ServerResponder {
+    public func misbehaved(_ action: ServerMisbehaviorAction, on connection: ServerConnectionControl) {}
+}
+
+/// A hostile server, for tests of a client's bounded behaviour (`pushcast mock --misbehave MODE`).
+/// The worker applies it to every connection and request; a misbehaving worker never passes a
+/// request to its responder.
+public enum ServerMisbehavior: String, Sendable, CaseIterable {
+    /// A well-behaved server: the responder answers.
+    case none
+    /// Every request stream gets RST_STREAM(REFUSED_STREAM) (safe for the client to retry).
+    case refuseAll = "refuse-all"
+    /// Every request stream gets RST_STREAM(INTERNAL_ERROR) (fate unknown to the client).
+    case resetAll = "reset-all"
+    /// GOAWAY(last-stream-id 0) right after the server's opening SETTINGS, then the connection
+    /// closes; no request is answered.
+    case goAwayZero = "goaway-zero"
+    /// The TCP connection closes right after the TLS handshake, before any HTTP/2 frame.
+    case closeAfterHandshake = "close-after-handshake"
+    /// Requests are taken and never answered; the connection stays open.
+    case silent
+    /// After the server's SETTINGS, 64 bytes of 0xFF (not an HTTP/2 frame) inside TLS; then
+    /// nothing is answered and the connection stays open.
+    case garbageAfterPreface = "garbage-after-preface"
+
+    /// The names `--misbehave` takes: every mode but `none`.
+    public static var modeNames: [String] { allCases.filter { $0 != .none }.map(\.rawValue) }
+}
+
+/// What a misbehaving worker did, as reported to `ServerResponder.misbehaved`.
+public enum ServerMisbehaviorAction: Sendable, Equatable {
+    /// A request stream reset with REFUSED_STREAM (refuse-all).
+    case streamRefused
+    /// A request stream reset with INTERNAL_ERROR (reset-all).
+    case streamReset
+    /// A request left unanswered (silent, garbage-after-preface, goaway-zero).
+    case requestIgnored
+    /// GOAWAY(last-stream-id 0) queued on a new connection (goaway-zero).
+    case goAwaySent
+    /// A connection closed on purpose right after its handshake (goaway-zero, close-after-handshake).
+    case connectionClosed
+    /// Bytes that are not HTTP/2 sent on a connection (garbage-after-preface).
+    case garbageSent
 }
 
 public struct ServerConfiguration: Sendable {
@@ -56,12 +111,16 @@ public struct ServerConfiguration: Sendable {
     public var tls: TLSContext
     public var limits: Limits
     public var reactor: ReactorConfiguration
-    public init(host: String, port: UInt16, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
+    /// `.none` unless a test or `pushcast mock --misbehave` asks for a hostile server.
+    public var misbehavior: ServerMisbehavior
+    public init(host: String, port: UInt16, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration,
+                misbehavior: ServerMisbehavior = .none) {
         self.host = host
         self.port = port
         self.tls = tls
         self.limits = limits
         self.reactor = reactor
+        self.misbehavior = misbehavior
     }
 }
 
@@ -91,6 +150,11 @@ public final class ServerWorker {
         var dirty = false
         /// Close once the staged bytes (a GOAWAY, an answer) are on the wire.
         var closing = false
+        /// Misbehaviour only: the TLS handshake has completed and been acted on.
+        var handshakeSeen = false
+        /// Misbehaviour only (close-after-handshake): input is ignored and only what TLS itself
+        /// queued goes out (never an HTTP/2 frame) before the close.
+        var muted = false
         init(slot: Slot, channel: ServerConnection, control: ServerConnectionControl) {
             self.slot = slot
             self.channel = channel
@@ -113,6 +177,7 @@ public final class ServerWorker {
     }
 
     private let configuration: ServerConfiguration
+    private let misbehavior: ServerMisbehavior
     private let reactor: Reactor
     private let responder: ServerResponder
     private let stopSignal: ServerStopSignal
@@ -128,6 +193,7 @@ public final class ServerWorker {
     /// Binds the listening socket now, so that port 0 resolves to a real port before `run`.
     public init(configuration: ServerConfiguration, responder: ServerResponder, stop: ServerStopSignal, workerIndex: Int) throws(TransportError) {
         self.configuration = configuration
+        self.misbehavior = configuration.misbehavior
         self.responder = responder
         self.stopSignal = stop
         self.nextConnectionID = UInt64(workerIndex) << 48
@@ -185,39 +251,94 @@ public final class ServerWorker {
     private func handle(_ event: ReactorEvent) {
         switch event {
         case .accepted(_, let slot):
-            do {
-                let channel = try ServerConnection(context: configuration.tls, limits: configuration.limits)
-                nextConnectionID += 1
-                let c = Connection(slot: slot, channel: channel,
-                                   control: ServerConnectionControl(id: nextConnectionID, session: channel.session))
-                register(c)
-                responder.connectionOpened(c.control)
-                markDirty(c)
-            } catch {
-                reactor.close(slot)
-            }
+            accepted(slot)
         case .received(let slot, let bytes):
             guard let c = connection(slot) else { return }
-            do {
-                try c.channel.receivedCiphertext(bytes)
-            } catch {
-                // A peer that breaks TLS or HTTP/2 loses its connection (after its alert or GOAWAY
-                // goes out); the server carries on.
-                closeAfterFlush(c)
-                return
-            }
-            drainEvents(c)
-            markDirty(c)
+            received(c, bytes)
         case .closed(let slot, _):
             guard let c = connection(slot) else { return }
             drop(c, alreadyClosed: true)
         case .writable(let slot):
             guard let c = connection(slot) else { return }
-            if c.closing && !c.channel.wantsWrite { drop(c) } else { markDirty(c) }
+            if c.muted {
+                closeAfterFlush(c)
+            } else if c.closing && !c.channel.wantsWrite {
+                drop(c)
+            } else {
+                markDirty(c)
+            }
         case .connected, .connectFailed, .timer, .fileWritten:
             break
         }
     }
+
+    private func accepted(_ slot: Slot) {
+        let c: Connection
+        do {
+            let channel = try ServerConnection(context: configuration.tls, limits: configuration.limits)
+            nextConnectionID += 1
+            c = Connection(slot: slot, channel: channel, control: ServerConnectionControl(id: nextConnectionID, session: channel.session))
+        } catch {
+            reactor.close(slot)
+            return
+        }
+        register(c)
+        responder.connectionOpened(c.control)
+        if misbehavior == .goAwayZero {
+            // Queued behind the SETTINGS; nothing of the session goes out before the handshake ends.
+            c.control.goAwayBeforeAnyStream(debugData: "pushcast mock --misbehave goaway-zero")
+            responder.misbehaved(.goAwaySent, on: c.control)
+        }
+        markDirty(c)
+    }
+
+    private func received(_ c: Connection, _ bytes: UnsafeRawBufferPointer) {
+        guard !c.muted else { return }
+        do {
+            try c.channel.receivedCiphertext(bytes)
+        } catch {
+            // A peer that breaks TLS or HTTP/2 loses its connection (after its alert or GOAWAY
+            // goes out); the server carries on.
+            closeAfterFlush(c)
+            return
+        }
+        if misbehavior != .none && !c.handshakeSeen && c.channel.isHandshakeComplete {
+            c.handshakeSeen = true
+            guard handshakeCompleted(c) else { return }
+        }
+        drainEvents(c)
+        markDirty(c)
+    }
+
+    /// The misbehaviours that act once per connection, when its TLS handshake completes. Returns
+    /// false when the connection is closing and needs nothing more now.
+    private func handshakeCompleted(_ c: Connection) -> Bool {
+        switch misbehavior {
+        case .closeAfterHandshake:
+            c.muted = true
+            responder.misbehaved(.connectionClosed, on: c.control)
+            closeAfterFlush(c)
+            return false
+        case .goAwayZero:
+            responder.misbehaved(.connectionClosed, on: c.control)
+            drainEvents(c)  // requests that came with the handshake go unanswered
+            closeAfterFlush(c)
+            return false
+        case .garbageAfterPreface:
+            guard c.channel.injectPlaintext(Self.garbage) else {
+                closeAfterFlush(c)
+                return false
+            }
+            responder.misbehaved(.garbageSent, on: c.control)
+            return true
+        case .none, .refuseAll, .resetAll, .silent:
+            return true
+        }
+    }
+
+    /// garbage-after-preface: read as a frame header, a 16 MiB frame of type 0xFF on stream
+    /// 0x7FFFFFFF, far over any SETTINGS_MAX_FRAME_SIZE (RFC 9113 §4.2).
+    private static let garbage = [UInt8](repeating: 0xFF, count: 64)
 
     private func drainEvents(_ c: Connection) {
         let session = c.channel.session
@@ -228,13 +349,10 @@ public final class ServerWorker {
                 c.control.requestCount += 1
                 let open = session.streamsOpen
                 if open > c.control.streamsOpenMax { c.control.streamsOpenMax = open }
-                switch responder.handle(request, on: c.control) {
-                case .respond(let status, let headers, let body, let delay):
-                    answer(c, request.streamID, status: status, headers: .list(headers), body: body, after: delay)
-                case .respondInline(let status, let header, let body, let delay):
-                    answer(c, request.streamID, status: status, headers: .inline(header), body: body, after: delay)
-                case .refuse:
-                    session.refuse(streamID: request.streamID)
+                if misbehavior == .none {
+                    reply(c, to: request)
+                } else {
+                    misbehave(c, streamID: request.streamID)
                 }
             case .streamCancelled:
                 break
@@ -243,6 +361,34 @@ public final class ServerWorker {
             }
         }
         if closed { closeAfterFlush(c) }
+    }
+
+    /// Asks the responder, and answers, refuses or queues the answer as it says.
+    @inline(__always)
+    private func reply(_ c: Connection, to request: HTTP2ServerRequest) {
+        switch responder.handle(request, on: c.control) {
+        case .respond(let status, let headers, let body, let delay):
+            answer(c, request.streamID, status: status, headers: .list(headers), body: body, after: delay)
+        case .respondInline(let status, let header, let body, let delay):
+            answer(c, request.streamID, status: status, headers: .inline(header), body: body, after: delay)
+        case .refuse:
+            c.channel.session.refuse(streamID: request.streamID)
+        }
+    }
+
+    /// A misbehaving worker's treatment of a request: a reset, or nothing at all.
+    private func misbehave(_ c: Connection, streamID: Int32) {
+        let session = c.channel.session
+        switch misbehavior {
+        case .refuseAll:
+            session.refuse(streamID: streamID)
+            responder.misbehaved(.streamRefused, on: c.control)
+        case .resetAll:
+            session.reset(streamID: streamID, errorCode: HTTP2ServerSession.internalErrorCode)
+            responder.misbehaved(.streamReset, on: c.control)
+        case .none, .silent, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface:
+            responder.misbehaved(.requestIgnored, on: c.control)
+        }
     }
 
     /// Answers now, or queues the answer for `delay` nanoseconds (the mock's latency).
@@ -296,10 +442,16 @@ public final class ServerWorker {
     private func closeAfterFlush(_ c: Connection) {
         c.closing = true
         flush(c)
-        if !c.channel.wantsWrite && reactor.stagedBytes(c.slot) == 0 { drop(c) }
+        // A muted connection's flush took all the TLS bytes that fit; the rest, if any, goes on
+        // the next `.writable`, which only comes while bytes are staged.
+        if (c.muted || !c.channel.wantsWrite) && reactor.stagedBytes(c.slot) == 0 { drop(c) }
     }
 
     private func flush(_ c: Connection) {
+        if c.muted {
+            while reactor.stageCapacity(c.slot) > 0 && reactor.stage(c.slot, { c.channel.takeTLSCiphertext(into: $0) }) > 0 {}
+            return
+        }
         while c.channel.wantsWrite && reactor.stageCapacity(c.slot) > 0 {
             let n = reactor.stage(c.slot) { c.channel.produceCiphertext(into: $0) }
             if n == 0 { break }

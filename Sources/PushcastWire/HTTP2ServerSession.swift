@@ -223,10 +223,22 @@ public final class HTTP2ServerSession {
 
     /// RST_STREAM(REFUSED_STREAM): the client may retry elsewhere (RFC 9113 §8.7).
     public func refuse(streamID: Int32) {
+        reset(streamID: streamID, errorCode: Self.refusedStreamErrorCode)
+    }
+
+    /// RST_STREAM with `errorCode` (RFC 9113 §7) instead of an answer. With any code but
+    /// REFUSED_STREAM the client cannot know whether the request was processed. A stream that
+    /// is gone (cancelled, or never reported) is ignored.
+    public func reset(streamID: Int32, errorCode: UInt32) {
         guard !closed, let index = slotIndex(streamID: streamID) else { return }
         slots[index].state = .dropped
-        nghttp2_submit_rst_stream(session, NG.flagNone, streamID, NG.refusedStream)
+        nghttp2_submit_rst_stream(session, NG.flagNone, streamID, errorCode)
     }
+
+    /// RFC 9113 §7 error codes for `reset(streamID:errorCode:)` and `goAway`.
+    public static let noErrorCode = NG.noError
+    public static let internalErrorCode = NGHTTP2_INTERNAL_ERROR.rawValue
+    public static let refusedStreamErrorCode = NG.refusedStream
 
     /// Sends GOAWAY. `lastStreamID` nil means the highest stream processed so far; nghttp2 then
     /// ignores new streams above it (RFC 9113 §6.8).

@@ -99,6 +99,39 @@ public final class SecureChannel<Session: PlaintextSession> {
 
     /// Queue TLS close_notify.
     public func shutdown() { tls.shutdown() }
+
+    // MARK: Test and mock only (`pushcast mock --misbehave`)
+
+    /// Encrypts whatever the session has queued now, then `bytes`, as if the session had produced
+    /// them: a hostile server's way to put arbitrary bytes (not HTTP/2 frames) on the wire. It
+    /// ignores the caller's back-pressure, so keep `bytes` small. False, and nothing written,
+    /// before the handshake completes or after a failure. Never used by the client.
+    public func injectPlaintext(_ bytes: [UInt8]) -> Bool {
+        guard tls.isHandshakeComplete, failure == nil else { return false }
+        while session.wantsWrite {
+            let n = session.produce(into: plaintextOut)
+            if n == 0 { break }
+            guard write(UnsafeRawBufferPointer(rebasing: plaintextOut[0..<n])) else { return false }
+        }
+        return bytes.withUnsafeBytes { write($0) }
+    }
+
+    private func write(_ plaintext: UnsafeRawBufferPointer) -> Bool {
+        do {
+            try tls.writePlaintext(plaintext)
+            return true
+        } catch {
+            failure = .tls(error)
+            return false
+        }
+    }
+
+    /// Moves ciphertext the TLS layer already holds (the end of the handshake, session tickets,
+    /// alerts) into `buffer`, without pulling any session output: for closing a connection right
+    /// after the handshake, before any HTTP/2 frame. Returns how many bytes.
+    public func takeTLSCiphertext(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        tls.takeCiphertext(into: buffer)
+    }
 }
 
 public typealias ClientConnection = SecureChannel<HTTP2ClientSession>

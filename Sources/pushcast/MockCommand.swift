@@ -3,6 +3,7 @@ import PushcastCommandLine
 import PushcastAPNs
 import PushcastReactor
 import PushcastMock
+import PushcastTransport
 
 /// `pushcast mock`: the mock push server, in the foreground until SIGINT or SIGTERM.
 enum MockCommand {
@@ -24,6 +25,11 @@ enum MockCommand {
             .value("streams-after-reject", metavar: "N", help: "after a rejected request, lower the connection's max streams to N until the next accepted one (APNs does this with 1)"),
             .value("error-rate", metavar: "STATUS:P", help: "answer STATUS (429, 500 or 503) to a fraction P of good requests, e.g. 503:0.01"),
             .value("rate-limit", metavar: "N", help: "accept at most N requests per second in all; answer the rest 429"),
+            .value("misbehave", metavar: "MODE", help: "play a hostile server on every port (APNs, FCM and its token endpoint), for tests of a client's limits; "
+                   + "refuse-all: RST_STREAM(REFUSED_STREAM) to every request; reset-all: RST_STREAM(INTERNAL_ERROR) to every request; "
+                   + "goaway-zero: GOAWAY(last-stream-id 0) right after SETTINGS, then close; close-after-handshake: close the connection right after the TLS handshake; "
+                   + "silent: take requests and never answer; garbage-after-preface: 64 bytes of 0xFF (not HTTP/2) after SETTINGS, then silence",
+                   defaultDescription: "none"),
             .value("auth", metavar: "token|none", help: "token: verify the ES256 provider token and every APNs header, as APNs does, and FCM bearer tokens; none: answer any POST (for h2load), and FCM sends without a bearer",
                    defaultDescription: "token"),
             .value("apns-public-key", metavar: "FILE", help: "public key (PEM) that provider tokens must verify against"),
@@ -80,6 +86,7 @@ enum MockCommand {
             configuration.behavior.errorStatus = status
             configuration.behavior.errorRate = rate
         }
+        configuration.misbehavior = try parsed.choice("misbehave", default: ServerMisbehavior.none)
         configuration.logPath = parsed.value("log")
         var keyAnnouncement: String? = nil
         switch try parsed.choice("auth", from: ["token", "none"]) ?? "token" {
@@ -116,6 +123,9 @@ enum MockCommand {
         if let fcm = server.fcm { Console.out(fcm.announcement) }
         Console.error("pushcast mock: listening on \(configuration.host):\(server.port) with \(configuration.workers) worker(s), io=\(server.backendKind.rawValue)")
         if let fcm = server.fcm { Console.error("pushcast mock: FCM (project \(fcm.projectID)) on \(configuration.host):\(fcm.port)") }
+        if configuration.misbehavior != .none {
+            Console.error("pushcast mock: misbehaving on purpose: \(configuration.misbehavior.rawValue)")
+        }
 
         if let duration {
             let components = duration.components

@@ -103,4 +103,59 @@ final class HostileTests: XCTestCase {
             XCTAssertFalse(text.contains(Self.apnsToken), "a whole device token was printed: \(text)")
         }
     }
+
+    // MARK: - Finding 4: a full disk loses nothing
+
+    /// Runs `body` with a fresh 24 MiB tmpfs mounted at a new directory (root only: CI and the
+    /// development machines run as root), unmounted afterwards.
+    private func withSmallFileSystem(_ body: (String) throws -> Void) throws {
+        guard getuid() == 0 else { throw XCTSkip("mounting a small tmpfs needs root") }
+        let mountPoint = directory + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=24m", "tmpfs", mountPoint]
+        try mount.run()
+        mount.waitUntilExit()
+        XCTAssertEqual(mount.terminationStatus, 0, "mount -t tmpfs failed")
+        defer {
+            let umount = Process()
+            umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            umount.arguments = [mountPoint]
+            try? umount.run()
+            umount.waitUntilExit()
+        }
+        try body(mountPoint)
+    }
+
+    func testAFullDiskStopsSendingAndRecordsEveryNotificationSent() throws {
+        try withSmallFileSystem { small in
+            let rows = 60_000
+            var lines = ["device_id,token"]
+            lines.reserveCapacity(rows + 1)
+            for i in 0..<rows { lines.append("device-\(i),\(String(format: "%08x", i))\(String(repeating: "0", count: 56))") }
+            let input = try write("tokens.csv", lines.joined(separator: "\n") + "\n")
+            let payload = try write("payload.json", #"{"aps":{"alert":"hi {{device_id}}"}}"#)
+            let mock = try startMock([])
+            var arguments = sendArguments(input, mock, payload: payload) + ["--connections", "2", "--streams", "100"]
+            arguments[arguments.firstIndex(of: directory + "/results.ndjson")!] = small + "/results.ndjson"
+            arguments[arguments.firstIndex(of: directory + "/prune.csv")!] = small + "/prune.csv"
+            let run = try runPushcast(["send"] + arguments, seconds: 120)
+            _ = mock.stop()
+            XCTAssertEqual(run.status, 2, run.stderr)
+            XCTAssertTrue(run.stderr.contains("disk is full"), run.stderr)
+            XCTAssertTrue(run.stderr.contains("rows: "), "the summary is printed: \(run.stderr)")
+            let text = try String(contentsOfFile: small + "/results.ndjson", encoding: .utf8)
+            XCTAssertTrue(text.hasSuffix("\n"), "the last line is torn")
+            var delivered = Set<String>()
+            for line in text.split(separator: "\n") {
+                let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
+                if object["outcome"] as? String == "delivered" { delivered.insert(object["token"] as? String ?? "") }
+            }
+            XCTAssertGreaterThan(delivered.count, 1000, "the disk filled too early to show anything")
+            XCTAssertLessThan(delivered.count, rows, "the disk never filled")
+            let answered = Set(mock.log.filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String })
+            XCTAssertEqual(answered, delivered, "every notification the mock delivered is in the results file")
+        }
+    }
 }

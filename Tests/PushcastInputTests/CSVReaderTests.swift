@@ -40,6 +40,152 @@ final class CSVReaderTests: XCTestCase {
         ])
     }
 
+    // countLines knows LF line ends only, so the cases with lone CRs below pass countExact: false.
+
+    func testLoneCREndsARowLikeLF() throws {
+        let input = "token,platform,name\rabc,ios,Ann\r\rdef,android,Bob\rx,y\r\"q\",\"w\",\"e\"\r"
+        try check(bytes(input), .csv, columns: header, expected: [
+            .row(1, line: 2, ["abc", "ios", "Ann"]),
+            .row(2, line: 4, ["def", "android", "Bob"]),
+            .malformed(3, problem(5, "expected 3 fields, got 2")),
+            .row(4, line: 6, ["q", "w", "e"]),
+        ], countExact: false)
+    }
+
+    func testMixedLFCRLFAndLoneCRLineEnds() throws {
+        let input = "token,platform,name\r\n"
+            + "a,ios,A\r"
+            + "b,ios,B\n"
+            + "c,ios,C\r\n"
+            + "\r\n\n\r"              // three empty lines: CRLF, LF, lone CR
+            + "d,ios,\"D\"\r"
+            + "e,ios,\"E\"\r\n"
+            + "g,h\r"
+            + "f,,F"
+        try check(bytes(input), .csv, columns: header, expected: [
+            .row(1, line: 2, ["a", "ios", "A"]),
+            .row(2, line: 3, ["b", "ios", "B"]),
+            .row(3, line: 4, ["c", "ios", "C"]),
+            .row(4, line: 8, ["d", "ios", "D"]),
+            .row(5, line: 9, ["e", "ios", "E"]),
+            .malformed(6, problem(10, "expected 3 fields, got 2")),
+            .row(7, line: 11, ["f", "", "F"]),
+        ], countExact: false)
+    }
+
+    /// A CR inside quotes is data; like a quoted LF it still counts as a line (a CRLF once).
+    func testCRInsideQuotesIsData() throws {
+        let input = "token,platform,name\r"
+            + "\"a\rb\",ios,\"x\r\"\r"
+            + "\"c\r\nd\",\"\r\",\"\"\"\r\"\r\n"
+            + "bad,\"i\ros\"x,N\r"
+            + "next,ios,N\r"
+        try check(bytes(input), .csv, columns: header, expected: [
+            .row(1, line: 2, ["a\rb", "ios", "x\r"]),
+            .row(2, line: 5, ["c\r\nd", "\r", "\"\r"]),
+            .malformed(3, problem(9, "platform", "unexpected character after a closing quote")),
+            .row(4, line: 11, ["next", "ios", "N"]),
+        ], countExact: false)
+    }
+
+    /// Reads that end between a CR and what follows it: an LF there still makes one CRLF, in a row,
+    /// inside quotes and in a malformed row being skipped.
+    func testCRLFSplitAcrossReads() throws {
+        let chunks = ["token,platform,name\r", "\na,ios,A\r", "\r", "\nb,ios,\"B\"\r", "\nc,ios,C\r",
+                      "d,ios,\"D\"\r", "e,\"i\r", "\nos\",E\r", "\nbad\"1,ios,B\r", "\nbad\"2,ios,B\r",
+                      "f,ios,F\r", "\n"]
+        let quoteInToken = "unexpected '\"' in an unquoted field"
+        let expected: [Got] = [
+            .row(1, line: 2, ["a", "ios", "A"]),
+            .row(2, line: 4, ["b", "ios", "B"]),
+            .row(3, line: 5, ["c", "ios", "C"]),
+            .row(4, line: 6, ["d", "ios", "D"]),
+            .row(5, line: 7, ["e", "i\r\nos", "E"]),
+            .malformed(6, problem(9, "token", quoteInToken)),
+            .malformed(7, problem(10, "token", quoteInToken)),
+            .row(8, line: 11, ["f", "ios", "F"]),
+        ]
+        for options in [TokenFileReaderOptions(), smallBufferOptions()] {
+            let source = ChunkedByteSource(chunks.map(bytes))
+            XCTAssertEqual(try readRecords(source, options: options), expected)
+        }
+        try check(bytes(chunks.joined()), .csv, columns: header, expected: expected, countExact: false)
+    }
+
+    func testLoneCRAtTheEndOfInput() throws {
+        let a: [Got] = [.row(1, line: 2, ["a", "ios", "A"])]
+        let cases: [(String, [Got])] = [
+            ("a,ios,A\r", a),
+            ("a,ios,\"A\"\r", a),
+            ("a,ios,A\r\r", a),
+            ("a,ios,\r", [.row(1, line: 2, ["a", "ios", ""])]),
+            ("a,ios,A\rb,ios,\"B\r\"\r", a + [.row(2, line: 3, ["b", "ios", "B\r"])]),
+            ("a\"b,ios,A\r", [.malformed(1, problem(2, "token", "unexpected '\"' in an unquoted field"))]),
+            ("\r", []),
+        ]
+        for (body, expected) in cases {
+            try check(bytes("token,platform,name\r" + body), .csv, columns: header, expected: expected,
+                      countExact: false)
+        }
+    }
+
+    func testHeaderEndingInALoneCR() throws {
+        try check(bytes("token,platform,name\rabc,ios,Ann\n"), .csv, columns: header, expected: [
+            .row(1, line: 2, ["abc", "ios", "Ann"]),
+        ], countExact: false)
+        // Empty lines before the header: a lone CR, a CRLF and an LF.
+        try check(bytes("\r\r\n\n token ,\"platform\",\"name\"\rabc,ios,Ann\r"), .csv, columns: header, expected: [
+            .row(1, line: 5, ["abc", "ios", "Ann"]),
+        ], countExact: false)
+        try check(bytes("token\rabc\r"), .csv, columns: ["token"], expected: [
+            .row(1, line: 2, ["abc"]),
+        ], countExact: false)
+        try check(bytes("\u{FEFF}token,platform,name\r"), .csv, columns: header, expected: [])
+        let broken = bytes("\r\rtok\"en,platform\rx\r")
+        for chunkSize in chunkSizes {
+            XCTAssertThrowsError(try readAll(broken, .csv, chunkSize: chunkSize)) { error in
+                XCTAssertEqual("\(error)", "t.csv:3: header column 1: unexpected '\"' in an unquoted field")
+            }
+        }
+    }
+
+    /// A too-long record is skipped up to the next LF, CRLF or lone CR. At the cap a lone CR ends
+    /// the record in time, while the CR of a CRLF counts toward the cap.
+    func testTooLongRecordsResynchroniseAtALoneCR() throws {
+        let options = smallBufferOptions(lineBytesMax: 12)
+        let input = "t,p,n\rabcd,ios,Ann\rabcd,ios,Ann\r\nabcde,ios,Ann,more\rab,io,A\r"
+        try check(bytes(input), .csv, columns: ["t", "p", "n"], expected: [
+            .row(1, line: 2, ["abcd", "ios", "Ann"]),
+            .malformed(2, problem(3, "line longer than 12 bytes")),
+            .malformed(3, problem(4, "line longer than 12 bytes")),
+            .row(4, line: 5, ["ab", "io", "A"]),
+        ], options: [options], countExact: false)
+        try check(bytes("t,p,n\rabcd,ios,Ann\r"), .csv, columns: ["t", "p", "n"], expected: [
+            .row(1, line: 2, ["abcd", "ios", "Ann"]),
+        ], options: [options], countExact: false)
+    }
+
+    func testUnterminatedQuoteWithLoneCRsResynchronisesAfterTheCap() throws {
+        let options = smallBufferOptions(lineBytesMax: 40)
+        // As in the LF case: CRs at record offsets 11, 22, 33, 44; the cap ends at offset 41.
+        let body = String(repeating: "0123456789\r", count: 5)
+        try check(bytes("token,platform,name\r\"\(body)a,b,c\r"), .csv, columns: header, expected: [
+            .malformed(1, problem(2, "line longer than 40 bytes")),
+            .malformed(2, problem(6, "expected 3 fields, got 1")),
+            .row(3, line: 7, ["a", "b", "c"]),
+        ], options: [options], countExact: false)
+        // A quoted CR as the last byte the cap allows, alone or the start of a CRLF: one line end,
+        // and reading resumes right after it.
+        let full = "\"" + String(repeating: "x", count: 39)
+        for lineEnd in ["\r", "\r\n"] {
+            try check(bytes("token,platform,name\r\(full)\(lineEnd)tail\ra,b,c\r"), .csv, columns: header, expected: [
+                .malformed(1, problem(2, "line longer than 40 bytes")),
+                .malformed(2, problem(3, "expected 3 fields, got 1")),
+                .row(3, line: 4, ["a", "b", "c"]),
+            ], options: [options], countExact: false)
+        }
+    }
+
     func testBlankLinesAreSkippedAndNotNumbered() throws {
         let input = "\n\r\ntoken,platform,name\n\nabc,ios,Ann\r\n\r\n\n\"\",,\ndef,ios,Bob\n\n"
         try check(bytes(input), .csv, columns: header, expected: [
@@ -113,7 +259,7 @@ final class CSVReaderTests: XCTestCase {
             + "good1,ios,Ann\n"
             + "\"ab\"c,ios,Ann\n"          // data after the closing quote
             + "good2,ios,Ann\n"
-            + "x,\"ios\"\rz,Ann\n"        // a CR not followed by LF after a closing quote
+            + "x,\"ios\" ,Ann\n"          // a space after a closing quote
             + "a,b,c,\"d\"e\n"             // beyond the header's width
             + "good3,ios,\"multi\nline\"\n"
             + "\"open,ios,Ann\nstill open\n" // unterminated to the end of input
@@ -270,7 +416,9 @@ final class CSVReaderTests: XCTestCase {
         for round in 0..<40 {
             let width = Int.random(in: 1...4, using: &random)
             let columns = (0..<width).map { "c\($0)" }
-            var input = columns.joined(separator: ",") + (round % 2 == 0 ? "\n" : "\r\n")
+            let lineEnds = ["\n", "\r\n", "\r"]
+            var input = columns.joined(separator: ",") + lineEnds[round % 3]
+            var loneCR = round % 3 == 2
             var expected: [Got] = []
             var line = 2
             for row in (0..<Int.random(in: 0...12, using: &random)).map({ $0 + 1 }) {
@@ -285,15 +433,18 @@ final class CSVReaderTests: XCTestCase {
                         ? "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : value
                 }
                 let text = fields.joined(separator: ",")
-                input += text + (Bool.random(using: &random) ? "\n" : "\r\n")
+                let lineEnd = lineEnds.randomElement(using: &random)!
+                loneCR = loneCR || lineEnd == "\r"
+                input += text + lineEnd
                 expected.append(.row(row, line: line, values))
-                line += text.utf8.filter { $0 == 0x0A }.count + 1
+                line += lineEndCount(text) + 1
             }
-            if Bool.random(using: &random), input.hasSuffix("\r\n") || input.hasSuffix("\n"), !expected.isEmpty {
-                input.removeLast()   // drops the whole "\r\n" grapheme or the "\n"
+            if Bool.random(using: &random), !expected.isEmpty {
+                input.removeLast()   // drops the whole "\r\n" grapheme, the "\n" or the "\r"
             }
+            // countLines knows LF line ends only.
             try check(bytes(input), .csv, columns: columns, expected: expected,
-                      options: [.init(), smallBufferOptions(lineBytesMax: 400)])
+                      options: [.init(), smallBufferOptions(lineBytesMax: 400)], countExact: !loneCR)
         }
     }
 
@@ -317,4 +468,39 @@ final class CSVReaderTests: XCTestCase {
             }
         }
     }
+}
+
+/// Line ends in `text` as the reader counts them: LFs, CRLFs and lone CRs, one line each.
+private func lineEndCount(_ text: String) -> Int {
+    let utf8 = Array(text.utf8)
+    return utf8.indices.filter { utf8[$0] == 0x0D || (utf8[$0] == 0x0A && ($0 == 0 || utf8[$0 - 1] != 0x0D)) }.count
+}
+
+/// A source that returns the given chunks, one per read.
+private final class ChunkedByteSource: ByteSource {
+    var chunks: [[UInt8]]
+    init(_ chunks: [[UInt8]]) { self.chunks = chunks }
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard !chunks.isEmpty else { return 0 }
+        let chunk = chunks.removeFirst()
+        precondition(chunk.count <= buffer.count, "chunk larger than the room left")
+        buffer.copyBytes(from: chunk)
+        return chunk.count
+    }
+}
+
+/// Every record of a CSV source with the test header, as the tests compare them.
+private func readRecords(_ source: ByteSource, options: TokenFileReaderOptions) throws -> [Got] {
+    let reader = try TokenFileReader(source: source, format: .csv, fileName: "t.csv", options: options)
+    XCTAssertEqual(reader.columns, ["token", "platform", "name"])
+    var records: [Got] = []
+    while let record = try reader.next() {
+        switch record {
+        case .row(let view):
+            records.append(.row(view.row, line: view.line, (0..<view.fieldCount).map { view.string($0) }))
+        case .malformed(let row, let problem):
+            records.append(.malformed(row, problem))
+        }
+    }
+    return records
 }

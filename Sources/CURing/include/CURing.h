@@ -43,4 +43,9 @@ int curing_enable_rings(struct io_uring *ring);
 /// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); -1 with errno set on failure.
 int curing_accept_nonblocking(int fd);
 
+/// Why: fallocate(2) is a GNU extension that Glibc's Swift module leaves out. Allocates blocks
+/// for [offset, offset + length) without changing the file's size (FALLOC_FL_KEEP_SIZE), so later
+/// writes there cannot fail for want of space. Returns 0, or -1 with errno set.
+int curing_reserve_space(int fd, int64_t offset, int64_t length);
+
 #endif

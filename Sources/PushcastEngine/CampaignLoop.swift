@@ -1,0 +1,233 @@
+import PushcastCore
+import PushcastInput
+import PushcastReactor
+import PushcastTransport
+import Synchronization
+
+/// The worker side of a campaign: each lane's threads, each running a `ClientWorker` over its
+/// share of the lane's connections, and what the reader side needs to feed and watch them.
+final class LaneCrew {
+    let threads = WorkerThreads()
+    private(set) var feeders: [LaneFeeder] = []
+    private var gaugesByLane: [[WorkerGauge]] = []
+    private let lanes: [ProviderLane]
+    private let finishedWorkers = SharedCounter()
+    private var workerCount = 0
+    /// Each provider's feeder by the provider's position (no hashing per row).
+    private var feederOf: [LaneFeeder?] = []
+    /// Notifications that can be between the reader and an answer at once: every channel's
+    /// capacity plus every worker's in-flight budget.
+    private(set) var outstandingMax = 0
+
+    init(lanes: [ProviderLane], outcomes: OutcomeChannel) {
+        self.lanes = lanes
+        for lane in lanes { start(lane, outcomes) }
+        feederOf = ProviderID.allCases.map { provider in feeders.first { $0.provider == provider } }
+    }
+
+    private func start(_ lane: ProviderLane, _ outcomes: OutcomeChannel) {
+        // Channels sized from the in-flight budget of each worker.
+        let streams = lane.client.limits.streamsPerConnectionMax
+        let shares = (0..<lane.workers).map { lane.connections / lane.workers + ($0 < lane.connections % lane.workers ? 1 : 0) }
+        let channels = shares.map { NotificationChannel(capacity: max(64, $0 * streams)) }
+        let gauges = shares.map { _ in WorkerGauge() }
+        feeders.append(LaneFeeder(provider: lane.provider, channels: channels))
+        gaugesByLane.append(gauges)
+        workerCount += lane.workers
+        for index in 0..<lane.workers {
+            outstandingMax += channels[index].capacity + shares[index] * streams
+            let (channel, gauge, share, finished) = (channels[index], gauges[index], shares[index], finishedWorkers)
+            threads.start(name: "\(lane.provider.rawValue)-\(index)") {
+                defer {
+                    finished.value.add(1, ordering: .releasing)
+                    outcomes.nudge()
+                }
+                Self.work(lane, index: index, share: share, channel: channel, gauge: gauge, outcomes: outcomes)
+            }
+        }
+    }
+
+    /// One worker thread's life: its send loop over its connections until the lane is done or
+    /// broken; what it still holds is handed to the writer.
+    private static func work(_ lane: ProviderLane, index: Int, share: Int, channel: NotificationChannel, gauge: WorkerGauge,
+                             outcomes: OutcomeChannel) {
+        let clock = TurnClock(source: SystemMonotonicClock())
+        let workload = lane.makeWorkload(WorkloadContext(
+            channel: channel, outcomes: outcomes, gauge: gauge, clock: clock,
+            random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index)),
+            inFlightMax: share * lane.client.limits.streamsPerConnectionMax))
+        do throws(TransportError) {
+            let worker = try ClientWorker(configuration: lane.client, connectionCount: share, workload: workload, clock: clock)
+            do { channel.attach(try worker.makeWaker()) } catch {
+                outcomes.workerFailed("cannot make a waker: \(error)")
+                return
+            }
+            try worker.run()
+        } catch {
+            outcomes.workerFailed(error.description)
+            outcomes.stop(reason: "\(lane.provider.rawValue): \(error.description)")
+        }
+        workload.flush()
+    }
+
+    @inline(__always)
+    func feeder(_ provider: ProviderID) -> LaneFeeder? { feederOf[provider.position] }
+
+    var allFinished: Bool { finishedWorkers.value.load(ordering: .acquiring) == workerCount }
+
+    func closeInput() { for feeder in feeders { feeder.close() } }
+
+    func figures() -> [ProgressLine.LaneFigures] {
+        lanes.indices.map { index in
+            let gauges = gaugesByLane[index]
+            return ProgressLine.LaneFigures(provider: lanes[index].provider,
+                                            inFlight: gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
+                                            retries: gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
+        }
+    }
+
+    func addRetries(to summary: inout CampaignSummary) {
+        summary.retries = gaugesByLane.joined().reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
+        for (index, lane) in lanes.enumerated() {
+            summary.retriesByProvider[lane.provider] = gaugesByLane[index].reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
+        }
+    }
+}
+
+/// The reader side of a campaign, on the calling thread: reads the feeds while the lanes take
+/// notifications, records every outcome through the sinks (rows refused on the reader side at
+/// once, answers as the workers hand them over), and shows progress. Before feeding, it makes
+/// sure the sinks can record every outcome that could then be outstanding: a disk that fills
+/// stops new sends, never the recording of sends already made.
+final class CampaignLoop {
+    private var feeds: [CampaignFeed]
+    private let crew: LaneCrew
+    private let outcomes: OutcomeChannel
+    private let sinks: [OutcomeSink]
+    private let progress: ProgressLine?
+    private let log: (String) -> Void
+    private(set) var summary = CampaignSummary()
+    private let feedLanes: [[LaneFeeder]]
+    private var feedDone: [Bool]
+    private var inputDone = false
+    private var drained: [OutcomeRecord] = []
+    private var lastProgress: UInt64
+    /// Rows one feed turn may read; the sinks reserve room for these plus all outstanding ones.
+    private static let rowsPerTurn = 8192
+
+    init(feeds: [CampaignFeed], crew: LaneCrew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
+         progress: ProgressLine?, log: @escaping (String) -> Void) {
+        self.feeds = feeds
+        self.crew = crew
+        self.outcomes = outcomes
+        self.sinks = sinks
+        self.progress = progress
+        self.log = log
+        lastProgress = start
+        feedLanes = feeds.map { feed in feed.preparer.sends.compactMap { crew.feeder($0) } }
+        feedDone = Array(repeating: false, count: feeds.count)
+    }
+
+    func run() {
+        while true {
+            if !inputDone && !outcomes.isStopped && reserveRoom() {
+                for f in feeds.indices where !feedDone[f] { feedTurn(f) }
+                if feedDone.allSatisfy({ $0 }) { closeInput() }
+            }
+            if outcomes.isStopped && !inputDone { closeInput() }
+            let allFinished = crew.allFinished
+            let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
+            outcomes.take(into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
+            recordAll()
+            flushSinks(final: false)
+            let now = Reactor.nowNanoseconds()
+            if progress != nil, now - lastProgress >= 250_000_000 {
+                lastProgress = now
+                showProgress(summary: summary, last: false)
+            }
+            if allFinished && inputDone {
+                outcomes.take(into: &drained, timeoutSeconds: 0)
+                recordAll()
+                flushSinks(final: true)
+                return
+            }
+        }
+    }
+
+    func showProgress(summary: CampaignSummary, last: Bool) {
+        guard let progress else { return }
+        log(progress.render(summary: summary, lanes: crew.figures(), now: Reactor.nowNanoseconds()) + (last ? "\n" : ""))
+    }
+
+    private func closeInput() {
+        inputDone = true
+        crew.closeInput()
+    }
+
+    /// Room in every sink for all the outcomes that may be outstanding after one more feed turn;
+    /// when a sink cannot have it, the run stops sending (what is in flight still lands).
+    private func reserveRoom() -> Bool {
+        let rows = crew.outstandingMax + Self.rowsPerTurn * feeds.count
+        guard let full = sinks.first(where: { !$0.reserve(rows: rows) }) else { return true }
+        outcomes.stop(reason: "the disk is full: cannot reserve space for \(rows) more outcomes in \(full.name); "
+            + "stopped sending, every notification already sent is recorded")
+        return false
+    }
+
+    /// Reads from one feed while its lanes take notifications; returns when they are full, the
+    /// budget is spent, or the feed ends.
+    private func feedTurn(_ f: Int) {
+        var budget = Self.rowsPerTurn
+        let mine = feedLanes[f]
+        while budget > 0 && !feedDone[f] {
+            if !mine.allSatisfy({ $0.canAccept() }) { break }
+            budget -= 1
+            let record: InputRecord?
+            do { record = try feeds[f].reader.next() } catch {
+                outcomes.stop(reason: "cannot read \(feeds[f].reader.fileName): \(error)")
+                feedDone[f] = true
+                break
+            }
+            guard let record else {
+                feedDone[f] = true
+                break
+            }
+            feeds[f].preparer.follow(feeds[f].reader)
+            switch feeds[f].preparer.prepare(record) {
+            case .send(let notification): crew.feeder(notification.provider)!.add(notification)
+            case .finished(var outcome): self.record(&outcome)
+            case .skipped: break
+            }
+        }
+        for lane in mine { lane.flush() }
+    }
+
+    private func record(_ outcome: inout OutcomeRecord) {
+        summary.record(outcome)
+        for sink in sinks { sink.record(&outcome) }
+    }
+
+    /// Records each record moved out of the array, a placeholder left in its place (iterating the
+    /// array, or reading it in place, would copy every record: a retain and release of each of
+    /// its strings).
+    private func recordAll() {
+        drained.withUnsafeMutableBufferPointer { buffer in
+            for index in buffer.indices {
+                var outcome = OutcomeRecord.placeholder
+                swap(&outcome, &buffer[index])
+                record(&outcome)
+            }
+        }
+        drained.removeAll(keepingCapacity: true)
+    }
+
+    /// A sink that cannot write stops the run's sending; the outcomes still arriving are counted
+    /// in the summary, which says why the run stopped.
+    private func flushSinks(final: Bool) {
+        for sink in sinks {
+            do { try sink.flush(final: final) } catch {
+                outcomes.stop(reason: "\(error.description); stopped sending")
+            }
+        }
+    }
+}

@@ -1,0 +1,351 @@
+// `pushcast mock --misbehave MODE` (ServerMisbehavior in ServerWorker): the mock as a hostile
+// HTTP/2 server, seen from a hand-driven client over real loopback TLS. The probe keeps every
+// decrypted byte, so a test checks what the server really put on the wire, not only what a
+// client's retry machinery made of it. Every wait is bounded by a deadline.
+
+import Foundation
+import PushcastCore
+import PushcastMock
+import PushcastReactor
+import PushcastTransport
+import PushcastWire
+import XCTest
+
+/// One client connection driven by hand: a blocking loopback socket, a TLSSession and an
+/// HTTP2ClientSession glued together as SecureChannel glues them, plus a copy of every plaintext
+/// byte the server sent.
+final class HostileServerProbe {
+    private let fd: Int32
+    private let tls: TLSSession
+    let http2: HTTP2ClientSession
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    private(set) var handshakeComplete = false
+    /// Every decrypted byte from the server, in order.
+    private(set) var plaintext: [UInt8] = []
+    private(set) var responses: [HTTP2Response] = []
+    private(set) var failures: [HTTP2StreamFailure] = []
+    private(set) var goAways: [(lastStreamID: Int32, errorCode: UInt32)] = []
+    /// The HTTP/2 connection error the client session raised, if any.
+    private(set) var sessionError: String?
+    /// Why the transport ended (EOF, a reset, a TLS failure), once it has.
+    private(set) var transportClosed: String?
+
+    init(port: UInt16, tls context: TLSContext) throws {
+        tls = try TLSSession(context: context, serverName: "localhost")
+        http2 = try HTTP2ClientSession(limits: Limits(), clock: SystemMonotonicClock())
+        fd = try Self.connectLoopback(port: port)
+        _ = try tls.advanceHandshake()  // the ClientHello
+    }
+
+    deinit { close(fd) }
+
+    /// A connected, blocking TCP socket to 127.0.0.1:`port`.
+    private static func connectLoopback(port: UInt16) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TransportError("socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            throw TransportError("connect to port \(port): errno \(errno)")
+        }
+        return fd
+    }
+
+    /// Runs the connection until `done` holds, the transport ends, or `seconds` pass. Returns
+    /// whether `done` held.
+    @discardableResult
+    func pump(seconds: Double, until done: () -> Bool) -> Bool {
+        let deadline = Reactor.nowNanoseconds() + UInt64(seconds * 1e9)
+        while !done() {
+            guard transportClosed == nil else { return false }
+            writeOut()
+            let now = Reactor.nowNanoseconds()
+            guard now < deadline else { return false }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, Int32(min((deadline - now) / 1_000_000 + 1, 50))) > 0 { readIn() }
+            http2.tick()
+            drainEvents()
+        }
+        return true
+    }
+
+    /// Submits `count` requests; false when the session would not open a stream.
+    func submit(_ count: Int, authority: String, path: String = devicePath) -> Bool {
+        for tag in 0..<count {
+            let request = HTTP2Request(authority: authority, path: path, body: Array("{}".utf8))
+            guard http2.submit(request, tag: UInt64(tag)) != nil else { return false }
+        }
+        return true
+    }
+
+    var summary: String {
+        "handshake=\(handshakeComplete) plaintext=\(plaintext.count)B responses=\(responses.map(\.status)) failures=\(failures) "
+            + "goAways=\(goAways) sessionError=\(sessionError ?? "none") closed=\(transportClosed ?? "no")"
+    }
+
+    private func writeOut() {
+        if handshakeComplete {
+            while http2.wantsWrite {
+                let n = chunk.withUnsafeMutableBytes { http2.produce(into: $0) }
+                if n == 0 { break }
+                do { try chunk.withUnsafeBytes { try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: $0[0..<n])) } } catch {
+                    transportClosed = "TLS write: \(error)"
+                    return
+                }
+            }
+        }
+        while tls.pendingCiphertextBytes > 0 {
+            let n = chunk.withUnsafeMutableBytes { tls.takeCiphertext(into: $0) }
+            var offset = 0
+            while offset < n {
+                let sent = chunk.withUnsafeBytes { send(fd, $0.baseAddress! + offset, n - offset, Int32(MSG_NOSIGNAL)) }
+                guard sent > 0 else {
+                    lost("send: errno \(errno)")
+                    return
+                }
+                offset += sent
+            }
+        }
+    }
+
+    private func readIn() {
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        guard n > 0 else {
+            lost(n == 0 ? "EOF" : "recv: errno \(errno)")
+            return
+        }
+        chunk.withUnsafeBytes { tls.feedCiphertext(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        do {
+            if !handshakeComplete {
+                guard try tls.advanceHandshake() else { return }
+                handshakeComplete = true
+            }
+            while true {
+                let count = try chunk.withUnsafeMutableBytes { try tls.readPlaintext(into: $0) }
+                if count == 0 { break }
+                plaintext.append(contentsOf: chunk[0..<count])
+                guard sessionError == nil else { continue }
+                do { try chunk.withUnsafeBytes { try http2.receive(UnsafeRawBufferPointer(rebasing: $0[0..<count])) } } catch {
+                    sessionError = "\(error)"
+                }
+            }
+        } catch {
+            lost("TLS: \(error)")
+        }
+    }
+
+    private func lost(_ reason: String) {
+        transportClosed = reason
+        http2.connectionLost()
+        drainEvents()
+    }
+
+    private func drainEvents() {
+        http2.takeEvents { event in
+            switch event {
+            case .response(_, let response): responses.append(response)
+            case .failed(_, let failure): failures.append(failure)
+            case .goAway(let last, let code, _): goAways.append((last, code))
+            case .settingsChanged, .pingTimedOut, .closed: break
+            }
+        }
+    }
+}
+
+/// A frame as it came off the wire (RFC 9113 §4.1).
+struct WireFrame {
+    var type: UInt8
+    var flags: UInt8
+    var streamID: UInt32
+    var payload: ArraySlice<UInt8>
+
+    static let data: UInt8 = 0x0, headers: UInt8 = 0x1, rstStream: UInt8 = 0x3, settings: UInt8 = 0x4, goAway: UInt8 = 0x7
+
+    /// The well-formed frames at the start of `bytes`, and what follows them: parsing stops at a
+    /// header of an unknown type, a length over 16 KiB, or a frame cut short.
+    static func parse(_ bytes: [UInt8]) -> (frames: [WireFrame], rest: ArraySlice<UInt8>) {
+        var frames: [WireFrame] = []
+        var at = 0
+        while bytes.count - at >= 9 {
+            let length = Int(bytes[at]) << 16 | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2])
+            let type = bytes[at + 3]
+            guard type <= 0x10, length <= 16_384, bytes.count - at - 9 >= length else { break }
+            let stream = UInt32(bytes[at + 5]) << 24 | UInt32(bytes[at + 6]) << 16 | UInt32(bytes[at + 7]) << 8 | UInt32(bytes[at + 8])
+            frames.append(WireFrame(type: type, flags: bytes[at + 4], streamID: stream & 0x7FFF_FFFF,
+                                    payload: bytes[(at + 9)..<(at + 9 + length)]))
+            at += 9 + length
+        }
+        return (frames, bytes[at...])
+    }
+
+    /// A GOAWAY's last-stream-id and error code.
+    var goAwayFields: (lastStreamID: UInt32, errorCode: UInt32)? {
+        guard type == Self.goAway, payload.count >= 8 else { return nil }
+        let p = Array(payload.prefix(8))
+        let last = (UInt32(p[0]) << 24 | UInt32(p[1]) << 16 | UInt32(p[2]) << 8 | UInt32(p[3])) & 0x7FFF_FFFF
+        return (last, UInt32(p[4]) << 24 | UInt32(p[5]) << 16 | UInt32(p[6]) << 8 | UInt32(p[7]))
+    }
+}
+
+final class ServerMisbehaviorTests: XCTestCase {
+    private var pki: TestPKI!
+    private var server: MockServer?
+
+    override func setUpWithError() throws { pki = try TestPKI() }
+
+    override func tearDown() {
+        server?.stop()
+        server = nil
+    }
+
+    private func startMock(_ mode: ServerMisbehavior, backend: IOBackendKind = .epoll, fcm: Bool = false) throws -> MockServer {
+        server?.stop()
+        var configuration = MockServerConfiguration(certificate: .files(certificateChain: pki.certFile, privateKey: pki.keyFile))
+        configuration.workers = 1
+        configuration.reactor.backend = backend
+        configuration.misbehavior = mode
+        if fcm { configuration.fcm = MockFCMConfiguration(credentials: .generated(directory: pki.directory)) }
+        let started = try MockServer(configuration: configuration)
+        server = started
+        return started
+    }
+
+    /// A probe on `port` that has seen the server's SETTINGS, so requests can go.
+    private func connectedProbe(_ port: UInt16, file: StaticString = #filePath, line: UInt = #line) throws -> HostileServerProbe {
+        let probe = try HostileServerProbe(port: port, tls: try pki.clientTLS())
+        let ready = probe.pump(seconds: 5) { probe.http2.peerSettingsReceived }
+        XCTAssertTrue(ready, "no SETTINGS from the server: \(probe.summary)", file: file, line: line)
+        return probe
+    }
+
+    /// Waits (bounded) until the mock's published counters satisfy `condition`, pumping the probe.
+    private func pumpUntilCounted(_ probe: HostileServerProbe, _ server: MockServer, _ condition: (MockStatistics) -> Bool) -> Bool {
+        probe.pump(seconds: 5) { condition(server.board.total()) }
+    }
+
+    func testModeNames() {
+        XCTAssertEqual(ServerMisbehavior.modeNames,
+                       ["refuse-all", "reset-all", "goaway-zero", "close-after-handshake", "silent", "garbage-after-preface"])
+        for name in ServerMisbehavior.modeNames { XCTAssertEqual(ServerMisbehavior(rawValue: name)?.rawValue, name) }
+        XCTAssertNil(ServerMisbehavior(rawValue: "refuse"))
+    }
+
+    /// The control: the same probe against a well-behaved mock gets its answers.
+    func testWellBehavedMockAnswersTheProbe() throws {
+        let server = try startMock(.none)
+        let probe = try connectedProbe(server.port)
+        XCTAssertTrue(probe.submit(2, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.responses.count == 2 }, probe.summary)
+        XCTAssertEqual(probe.responses.map(\.status), [200, 200])
+        XCTAssertEqual(server.stop().misbehavior, MockMisbehaviorStatistics())
+    }
+
+    func testRefuseAllResetsEveryStreamWithRefusedStream() throws {
+        let server = try startMock(.refuseAll)
+        let probe = try connectedProbe(server.port)
+        XCTAssertTrue(probe.submit(3, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 3 }, probe.summary)
+        XCTAssertEqual(probe.failures, [.refusedStream, .refusedStream, .refusedStream])
+        XCTAssertTrue(probe.responses.isEmpty && probe.goAways.isEmpty, probe.summary)
+        XCTAssertNil(probe.transportClosed, "the connection stays open")
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.streamsRefused == 3 }, "\(server.board.total().misbehavior)")
+        XCTAssertEqual(server.stop().requests, 0, "the responder never saw a request")
+    }
+
+    func testResetAllResetsEveryStreamWithInternalError() throws {
+        let server = try startMock(.resetAll)
+        let probe = try connectedProbe(server.port)
+        XCTAssertTrue(probe.submit(3, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 3 }, probe.summary)
+        let internalError = HTTP2ServerSession.internalErrorCode
+        XCTAssertEqual(probe.failures, Array(repeating: .reset(errorCode: internalError), count: 3))
+        XCTAssertFalse(probe.failures[0].isSafeToRetry)
+        XCTAssertTrue(probe.responses.isEmpty, probe.summary)
+        let resets = WireFrame.parse(probe.plaintext).frames.filter { $0.type == WireFrame.rstStream }
+        XCTAssertEqual(resets.map { Array($0.payload) }, Array(repeating: [0, 0, 0, 2], count: 3))
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.streamsReset == 3 }, "\(server.board.total().misbehavior)")
+    }
+
+    func testGoAwayZeroComesFirstAndThenTheConnectionCloses() throws {
+        for backend in [IOBackendKind.epoll, .uring] {
+            let server = try startMock(.goAwayZero, backend: backend)
+            let probe = try HostileServerProbe(port: server.port, tls: try pki.clientTLS())
+            XCTAssertFalse(probe.pump(seconds: 5) { false }, "\(backend)")
+            XCTAssertNotNil(probe.transportClosed, "\(backend): the server closes: \(probe.summary)")
+            XCTAssertEqual(probe.goAways.map(\.lastStreamID), [0], "\(backend): \(probe.summary)")
+            XCTAssertTrue(probe.responses.isEmpty, "\(backend): \(probe.summary)")
+            let (frames, rest) = WireFrame.parse(probe.plaintext)
+            XCTAssertTrue(rest.isEmpty, "\(backend): \(rest.count) bytes that are not frames")
+            XCTAssertEqual(frames.first?.type, WireFrame.settings, "\(backend)")
+            let goAways = frames.compactMap(\.goAwayFields)
+            XCTAssertEqual(goAways.map(\.lastStreamID), [0], "\(backend)")
+            XCTAssertEqual(goAways.map(\.errorCode), [0], "\(backend)")
+            XCTAssertFalse(frames.contains { $0.type == WireFrame.headers || $0.type == WireFrame.data }, "\(backend): an answer went out")
+            let counted = server.stop().misbehavior
+            XCTAssertEqual(counted.goAwaysSent, 1, "\(backend)")
+            XCTAssertEqual(counted.connectionsClosed, 1, "\(backend)")
+        }
+    }
+
+    func testCloseAfterHandshakeClosesBeforeAnyHTTP2Byte() throws {
+        for backend in [IOBackendKind.epoll, .uring] {
+            let server = try startMock(.closeAfterHandshake, backend: backend)
+            let probe = try HostileServerProbe(port: server.port, tls: try pki.clientTLS())
+            XCTAssertFalse(probe.pump(seconds: 5) { false }, "\(backend)")
+            XCTAssertTrue(probe.handshakeComplete, "\(backend): the handshake completes first: \(probe.summary)")
+            XCTAssertNotNil(probe.transportClosed, "\(backend): the server closes: \(probe.summary)")
+            XCTAssertEqual(probe.plaintext, [], "\(backend): not even SETTINGS")
+            XCTAssertFalse(probe.http2.peerSettingsReceived, "\(backend)")
+            XCTAssertEqual(server.stop().misbehavior.connectionsClosed, 1, "\(backend)")
+        }
+    }
+
+    func testSilentTakesRequestsAndNeverAnswers() throws {
+        let server = try startMock(.silent)
+        let probe = try connectedProbe(server.port)
+        XCTAssertTrue(probe.submit(2, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.requestsIgnored == 2 }, "\(server.board.total().misbehavior)")
+        // The server has both requests; watch the connection a while for any answer or close.
+        XCTAssertFalse(probe.pump(seconds: 0.3) { !probe.responses.isEmpty || !probe.failures.isEmpty || !probe.goAways.isEmpty })
+        XCTAssertTrue(probe.responses.isEmpty && probe.failures.isEmpty && probe.goAways.isEmpty, probe.summary)
+        XCTAssertNil(probe.transportClosed, "the connection stays open")
+        XCTAssertNil(probe.sessionError)
+        XCTAssertEqual(probe.http2.streamsOpen, 2)
+        XCTAssertEqual(server.stop().requests, 0)
+    }
+
+    func testGarbageAfterPrefaceFollowsTheServerSettings() throws {
+        let server = try startMock(.garbageAfterPreface)
+        let probe = try HostileServerProbe(port: server.port, tls: try pki.clientTLS())
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.sessionError != nil }, "the client must reject the stream: \(probe.summary)")
+        XCTAssertNil(probe.transportClosed, "the server keeps the connection open")
+        let (frames, rest) = WireFrame.parse(probe.plaintext)
+        XCTAssertEqual(frames.first?.type, WireFrame.settings)
+        XCTAssertEqual(frames.first.map { $0.flags & 1 }, 0, "the server's own SETTINGS, not an ACK")
+        XCTAssertFalse(frames.contains { $0.type == WireFrame.headers || $0.type == WireFrame.goAway })
+        XCTAssertGreaterThanOrEqual(rest.count, 64, "garbage after \(frames.count) frames")
+        XCTAssertEqual(Array(rest.prefix(64)), Array(repeating: 0xFF, count: 64))
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.garbageSent == 1 }, "\(server.board.total().misbehavior)")
+    }
+
+    /// The FCM listener misbehaves the same way, token endpoint included.
+    func testMisbehaviorAppliesToTheFCMPort() throws {
+        let server = try startMock(.refuseAll, fcm: true)
+        let fcm = try XCTUnwrap(server.fcm)
+        let probe = try connectedProbe(fcm.port)
+        XCTAssertTrue(probe.submit(1, authority: "127.0.0.1:\(fcm.port)", path: "/token"))
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 1 }, probe.summary)
+        XCTAssertEqual(probe.failures, [.refusedStream])
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.fcm.misbehavior.streamsRefused == 1 }, "\(server.board.total().fcm.misbehavior)")
+        let statistics = server.stop()
+        XCTAssertEqual(statistics.fcm.tokenRequests, 0)
+        XCTAssertEqual(statistics.misbehavior, MockMisbehaviorStatistics(), "the APNs listener saw nothing")
+    }
+}
