@@ -17,11 +17,11 @@ public struct ClientConfiguration: Sendable {
     /// right after the TLS handshake, GOAWAY with last-stream-id 0, a protocol error) end the run.
     public var deadConnectionsMax: Int = 8
     /// The breaker: this many streams in a row refused or reset with no answer in between, over
-    /// at least `stallNanoseconds / 4`, end the run ("every stream refused").
+    /// at least 2 s (or a quarter of `stallNanoseconds`), end the run ("every stream refused").
     public var failedStreamsMax: Int = 64
     /// The breaker: requests outstanding (or connections opening) with no answer at all for this
     /// long end the run (`--stall-timeout`).
-    public var stallNanoseconds: UInt64 = 60_000_000_000
+    public var stallNanoseconds: UInt64 = 30_000_000_000
 
     public init(endpoint: Endpoint, address: String, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
         self.endpoint = endpoint
@@ -167,7 +167,7 @@ public final class ClientWorker {
     }
 
     /// The socket under `c` is gone (closed by either side, or failed).
-    private func detach(_ c: Connection, reason: String?) {
+    private func detach(_ c: Connection, reason: String?, closedByPeer: Bool = false) {
         if let slot = c.slot { bySlot[slot.index] = nil }
         c.slot = nil
         var handshakeDone = false
@@ -190,9 +190,14 @@ public final class ClientWorker {
             return
         }
         // Died before any answer: back off (exponential, jittered), and trip after enough in a row.
-        let death: ConnectionBreaker.Death = c.goAwayLastStreamID == 0 ? .goAwayZero
-            : reason.map { handshakeDone ? .failedAfterHandshake($0) : .failedDuringHandshake($0) }
-            ?? (handshakeDone ? .closedAfterHandshake : .closedDuringHandshake)
+        let death: ConnectionBreaker.Death
+        if c.goAwayLastStreamID == 0 {
+            death = .goAwayZero
+        } else if let reason, !closedByPeer {
+            death = handshakeDone ? .failedAfterHandshake(reason) : .failedDuringHandshake(reason)
+        } else {
+            death = handshakeDone ? .closedAfterHandshake : .closedDuringHandshake
+        }
         if let trip = breaker.connectionDied(death) {
             fatal = TransportError(trip)
             return
@@ -323,7 +328,7 @@ public final class ClientWorker {
             break  // flush() runs every turn
         case .closed(let slot, let errno):
             guard let c = bySlot[slot.index], c.slot == slot else { return }
-            detach(c, reason: errno == 0 && c.draining ? nil : "connection closed: \(describeErrno(errno))")
+            detach(c, reason: errno == 0 && c.draining ? nil : "connection closed: \(describeErrno(errno))", closedByPeer: true)
         case .accepted, .timer, .fileWritten:
             break
         }

@@ -9,7 +9,7 @@ import PushcastWire
 /// - `deadConnectionsMax` connections in a row that die before any answer (closed during or right
 ///   after the TLS handshake, GOAWAY with last-stream-id 0, a protocol error);
 /// - `failedStreamsMax` streams in a row refused or reset with no answer in between, lasting at
-///   least a quarter of the stall timeout;
+///   least 2 s (or a quarter of the stall timeout, when that is shorter);
 /// - nothing answered for the stall timeout while requests were outstanding or connections opening.
 /// Between dead connections it backs off exponentially with full jitter, so a server that closes
 /// every connection is not hammered while the breaker counts.
@@ -108,7 +108,7 @@ public struct ConnectionBreaker {
         failedStreamsInRow += 1
         lastFailure = failure
         guard failedStreamsInRow >= failedStreamsMax,
-              nowNanoseconds &- (waitingSince ?? nowNanoseconds) >= stallNanoseconds / 4 else { return nil }
+              nowNanoseconds &- (waitingSince ?? nowNanoseconds) >= streakNanoseconds else { return nil }
         let what: String
         switch failure {
         case .refusedStream: what = "every stream refused (RST_STREAM REFUSED_STREAM)"
@@ -117,6 +117,11 @@ public struct ConnectionBreaker {
         }
         return "\(endpoint): \(what), \(failedStreamsInRow) in a row with no answer"
     }
+
+    /// How long refusals or resets must go on with no answer before they trip the breaker: a
+    /// burst at a connection's start (streams over a limit the client had not yet heard) is
+    /// answered within milliseconds; two seconds of nothing but refusals is a broken server.
+    private var streakNanoseconds: UInt64 { min(stallNanoseconds / 4, 2_000_000_000) }
 
     /// When the stall timeout will pass, if something is waiting.
     public var stallDeadline: UInt64? { waitingSince.map { $0 &+ stallNanoseconds } }

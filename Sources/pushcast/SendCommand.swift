@@ -52,7 +52,7 @@ enum SendCommand {
         .value("max-resends", metavar: "N", help: "resends per notification that the server never processed (REFUSED_STREAM, GOAWAY, never sent); then it is failed",
                defaultDescription: "10"),
         .value("stall-timeout", metavar: "TIME", help: "stop a provider's lane with a diagnosis when nothing is answered for this long while requests wait",
-               defaultDescription: "60s"),
+               defaultDescription: "30s"),
         .value("results", metavar: "FILE", help: "results file, one line per input row", defaultDescription: "<input>.results.ndjson"),
         .value("results-format", metavar: "ndjson|csv", help: "results file format", defaultDescription: "ndjson"),
         .value("prune", metavar: "FILE", help: "prune file of dead and invalid tokens", defaultDescription: "<input>.prune.csv"),
@@ -462,7 +462,7 @@ enum SendCommand {
         let reactor = try CommonOptions.reactorConfiguration(parsed)
         let timeout = try parsed.duration("request-timeout", default: .seconds(30))
         let timeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
-        let stall = try parsed.duration("stall-timeout", default: .seconds(60), range: .milliseconds(100)...(.seconds(86_400)))
+        let stall = try parsed.duration("stall-timeout", default: .seconds(30), range: .milliseconds(100)...(.seconds(86_400)))
         let stallNanoseconds = UInt64(stall.components.seconds) * 1_000_000_000 + UInt64(stall.components.attoseconds / 1_000_000_000)
         let resendsMax = try parsed.int("max-resends", default: 10, range: 0...1000)
         let workers = try CommonOptions.workers(parsed)

@@ -104,6 +104,57 @@ final class HostileTests: XCTestCase {
         }
     }
 
+    // MARK: - Findings 1, 2, 3: every hostile server ends the run in bounded time, with a diagnosis
+
+    /// One `--misbehave` mode: the exit statuses allowed, what stderr must say, and the reasons
+    /// allowed on the rows that do get a line (the rest are left unsent: no line at all).
+    struct Hostile {
+        let mode: String
+        let statuses: Set<Int32>
+        let diagnoses: [String]
+        let reasons: Set<String>
+        var extra: [String] = []
+    }
+
+    static let hostiles = [
+        Hostile(mode: "refuse-all", statuses: [2], diagnoses: ["every stream refused (RST_STREAM REFUSED_STREAM)"], reasons: ["RefusedStream"]),
+        // Resets leave each row's fate unknown at once; a slow machine may also trip the breaker.
+        Hostile(mode: "reset-all", statuses: [1, 2], diagnoses: ["", "every stream reset (RST_STREAM error code 2)"], reasons: ["StreamReset"]),
+        Hostile(mode: "goaway-zero", statuses: [2], diagnoses: ["GOAWAY with last-stream-id 0 on every connection (8 in a row)"], reasons: []),
+        Hostile(mode: "close-after-handshake", statuses: [2],
+                diagnoses: ["every connection closed right after the TLS handshake (8 in a row)"], reasons: []),
+        Hostile(mode: "silent", statuses: [2], diagnoses: ["no answer for 5 s (--stall-timeout)"], reasons: ["Timeout", "ConnectionLost"],
+                extra: ["--stall-timeout", "5s"]),
+        Hostile(mode: "garbage-after-preface", statuses: [2], diagnoses: ["protocol error from the server"], reasons: []),
+    ]
+
+    func testEveryMisbehavingServerEndsTheRunWithADiagnosis() throws {
+        var lines = ["device_id,token"]
+        for i in 0..<2000 { lines.append("device-\(i),\(String(format: "%08x", i))\(String(repeating: "1", count: 56))") }
+        let input = try write("tokens.csv", lines.joined(separator: "\n") + "\n")
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        for hostile in Self.hostiles {
+            try? FileManager.default.removeItem(atPath: directory + "/results.ndjson")
+            let mock = try startMock(["--misbehave", hostile.mode])
+            let started = Date()
+            let run = try runPushcast(["send"] + sendArguments(input, mock, payload: payload) + hostile.extra, seconds: 90)
+            let seconds = Date().timeIntervalSince(started)
+            _ = mock.stop()
+            XCTAssertLessThan(seconds, 60, "\(hostile.mode): the run took \(seconds) s")
+            XCTAssertTrue(hostile.statuses.contains(run.status), "\(hostile.mode): exit \(run.status): \(run.stderr)")
+            if run.status == 2 {
+                XCTAssertTrue(hostile.diagnoses.contains { !$0.isEmpty && run.stderr.contains($0) }, "\(hostile.mode): \(run.stderr)")
+            }
+            let results = try resultLines()
+            XCTAssertEqual(Set(results.compactMap { $0["row"] as? Int }).count, results.count, "\(hostile.mode): a row has two lines")
+            for line in results {
+                XCTAssertTrue(hostile.reasons.contains(line["reason"] as? String ?? ""), "\(hostile.mode): \(line)")
+            }
+            if run.status == 1 { XCTAssertEqual(results.count, 2000, "\(hostile.mode): a finished run has a line per row") }
+            XCTAssertFalse(mock.log.contains { $0["status"] as? Int == 200 }, "\(hostile.mode): the mock delivered something")
+        }
+    }
+
     // MARK: - Finding 4: a full disk loses nothing
 
     /// Runs `body` with a fresh 24 MiB tmpfs mounted at a new directory (root only: CI and the
