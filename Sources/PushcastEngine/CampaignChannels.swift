@@ -51,6 +51,9 @@ public final class NotificationChannel: @unchecked Sendable {
     }
 
     /// No more notifications will come.
+    /// Wakes the worker's poll without giving it work (it then looks at the run's stop flags).
+    public func wake() { wakerBox.withLock { $0 }?.wake() }
+
     public func close() {
         state.withLock { $0.closed = true }
         wakerBox.withLock { $0 }?.wake()
@@ -74,6 +77,7 @@ public final class OutcomeChannel: @unchecked Sendable {
     private var items: [OutcomeRecord] = []
     private var stopReason: String?
     private let stopped = Atomic<Bool>(false)
+    private let abandoned = Atomic<Bool>(false)
     private var workerFailures: [String] = []
 
     public init() {}
@@ -121,6 +125,16 @@ public final class OutcomeChannel: @unchecked Sendable {
 
     @inline(__always)
     public var isStopped: Bool { stopped.load(ordering: .relaxed) }
+
+    /// Graceful stop's end (its drain timed out, or a second signal): workers drop their
+    /// connections now; what was still in flight is recorded `unknown` (`Interrupted`).
+    public func abandon() {
+        abandoned.store(true, ordering: .releasing)
+        stop(reason: "interrupted")
+    }
+
+    @inline(__always)
+    public var isAbandoned: Bool { abandoned.load(ordering: .relaxed) }
 
     public var reasonForStop: String? {
         condition.lock()

@@ -77,6 +77,9 @@ final class LaneCrew {
 
     func closeInput() { for feeder in feeders { feeder.close() } }
 
+    /// Wakes every worker's poll (it then sees the run's stop flags).
+    func wakeAll() { for feeder in feeders { feeder.wake() } }
+
     func figures() -> [ProgressLine.LaneFigures] {
         lanes.indices.map { index in
             let gauges = gaugesByLane[index]
@@ -91,6 +94,22 @@ final class LaneCrew {
         for (index, lane) in lanes.enumerated() {
             summary.retriesByProvider[lane.provider] = gaugesByLane[index].reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
         }
+    }
+}
+
+/// How a run hears that it should stop early: a count of stop signals it polls (injected: the
+/// CLI passes the process's SIGINT/SIGTERM count, tests a closure of their own).
+public struct Interruption: Sendable {
+    public var signals: @Sendable () -> Int
+    public var signalName: @Sendable () -> String
+    /// How long answers in flight may take after the first signal (`--drain-timeout`).
+    public var drainNanoseconds: UInt64
+
+    public init(signals: @escaping @Sendable () -> Int = { 0 }, signalName: @escaping @Sendable () -> String = { "signal" },
+                drainNanoseconds: UInt64 = 20_000_000_000) {
+        self.signals = signals
+        self.signalName = signalName
+        self.drainNanoseconds = drainNanoseconds
     }
 }
 
@@ -112,11 +131,17 @@ final class CampaignLoop {
     private var inputDone = false
     private var drained: [OutcomeRecord] = []
     private var lastProgress: UInt64
+    private let interruption: Interruption
+    /// Set by the first stop signal: why the run stopped early, and when its drain ends.
+    private(set) var interruptedBecause: String? = nil
+    private var drainDeadline: UInt64 = 0
+    private var abandoned = false
     /// Rows one feed turn may read; the sinks reserve room for these plus all outstanding ones.
     private static let rowsPerTurn = 8192
 
     init(feeds: [CampaignFeed], crew: LaneCrew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
-         progress: ProgressLine?, log: @escaping (String) -> Void) {
+         progress: ProgressLine?, interruption: Interruption, log: @escaping (String) -> Void) {
+        self.interruption = interruption
         self.feeds = feeds
         self.crew = crew
         self.outcomes = outcomes
@@ -130,6 +155,7 @@ final class CampaignLoop {
 
     func run() {
         while true {
+            checkSignals()
             if !inputDone && !outcomes.isStopped && reserveRoom() {
                 for f in feeds.indices where !feedDone[f] { feedTurn(f) }
                 if feedDone.allSatisfy({ $0 }) { closeInput() }
@@ -156,7 +182,33 @@ final class CampaignLoop {
 
     func showProgress(summary: CampaignSummary, last: Bool) {
         guard let progress else { return }
-        log(progress.render(summary: summary, lanes: crew.figures(), now: Reactor.nowNanoseconds()) + (last ? "\n" : ""))
+        let draining = interruptedBecause != nil && !last ? "  draining" : ""
+        log(progress.render(summary: summary, lanes: crew.figures(), now: Reactor.nowNanoseconds()) + draining + (last ? "\n" : ""))
+    }
+
+    /// The first stop signal stops reading and sending new rows; answers in flight then have the
+    /// drain timeout. A second signal, or the timeout, abandons what is still in flight (recorded
+    /// `unknown`, `Interrupted`).
+    private func checkSignals() {
+        let count = interruption.signals()
+        guard count > 0 else { return }
+        let now = Reactor.nowNanoseconds()
+        if interruptedBecause == nil {
+            let name = interruption.signalName()
+            interruptedBecause = "interrupted by \(name): resumable with send --resume"
+            drainDeadline = now &+ interruption.drainNanoseconds
+            outcomes.stop(reason: "interrupted by \(name)")
+            crew.closeInput()
+            inputDone = true
+            log("\npushcast: \(name): no new sends; waiting up to \(interruption.drainNanoseconds / 1_000_000_000) s for the answers in flight "
+                + "(a second signal stops at once)\n")
+        }
+        if !abandoned && (count > 1 || now >= drainDeadline) {
+            abandoned = true
+            outcomes.abandon()
+            crew.wakeAll()
+            log("pushcast: \(count > 1 ? "second signal" : "drain timeout"): stopping now; requests still in flight are recorded unknown (Interrupted)\n")
+        }
     }
 
     private func closeInput() {

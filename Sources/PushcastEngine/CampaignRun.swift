@@ -143,6 +143,8 @@ final class LaneFeeder {
         flush()
         for channel in channels { channel.close() }
     }
+
+    func wake() { for channel in channels { channel.wake() } }
 }
 
 /// One campaign: the reader (this thread) prepares rows and writes outcomes; each provider lane's
@@ -156,6 +158,9 @@ public final class CampaignRun {
     /// Called with the outcome channel before the workers start (a credential refresher's stop
     /// signal goes there).
     private let started: ((OutcomeChannel) -> Void)?
+    /// Graceful stop: how many stop signals have arrived (polled by the reader loop), their name,
+    /// and how long answers in flight may take after the first.
+    public var interruption = Interruption()
 
     public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, totalRows: Int?,
                 started: ((OutcomeChannel) -> Void)? = nil, log: @escaping (String) -> Void) {
@@ -188,7 +193,8 @@ public final class CampaignRun {
         started?(outcomes)
         let crew = LaneCrew(lanes: lanes, outcomes: outcomes)
         let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: [sink], start: start,
-                                progress: output.progress ? ProgressLine(total: totalRows, start: start) : nil, log: log)
+                                progress: output.progress ? ProgressLine(total: totalRows, start: start) : nil,
+                                interruption: interruption, log: log)
         loop.run()
         crew.threads.join()
         var failure: CampaignError? = nil
@@ -198,7 +204,8 @@ public final class CampaignRun {
         summary.prunePath = output.prunePath
         crew.addRetries(to: &summary)
         summary.wallSeconds = Double(Reactor.nowNanoseconds() - start) / 1e9
-        summary.stoppedBecause = outcomes.reasonForStop ?? failure?.description
+        summary.stoppedBecause = loop.interruptedBecause ?? outcomes.reasonForStop ?? failure?.description
+        summary.interrupted = loop.interruptedBecause != nil
         loop.showProgress(summary: summary, last: true)
         if let path = output.summaryPath {
             // A summary that cannot be written (a full disk) is still printed by the caller.

@@ -61,6 +61,9 @@ public struct CampaignSummary: Sendable {
     public var wallSeconds = 0.0
     public var retries = 0
     public var stoppedBecause: String?
+    /// The run stopped early and can be resumed (`send --resume`): a signal, a full disk, or a
+    /// server that turned bad after answering. Exit status 3.
+    public var interrupted = false
     public var resultsPath = ""
     public var prunePath = ""
     public var pruned = 0
@@ -107,6 +110,7 @@ public struct CampaignSummary: Sendable {
     /// 0 when every row ended in an expected outcome, 1 when some failed or are unknown, 2 when
     /// the run had to stop.
     public var exitStatus: Int32 {
+        if interrupted { return 3 }
         if stoppedBecause != nil { return 2 }
         return outcomes.contains { !$0.key.isExpected && $0.value > 0 } ? 1 : 0
     }
@@ -197,6 +201,8 @@ public struct CampaignSummary: Sendable {
         ResultEncoding.appendJSONString(prunePath, to: &out)
         out += ",\"stopped\":".utf8
         ResultEncoding.appendJSONString(stoppedBecause, to: &out)
+        out += ",\"interrupted\":".utf8
+        out += (interrupted ? "true" : "false").utf8
         out += ",\"exit_status\":".utf8
         ResultEncoding.appendInteger(Int(exitStatus), to: &out)
         out += "}\n".utf8

@@ -78,6 +78,12 @@ public enum OutcomeReason {
     /// Every connection the row was queued on died before its request went out, up to the row's
     /// resend budget.
     public static let notSent = "NotSent"
+    /// The run was interrupted (a signal) and the request was still in flight when its drain
+    /// ran out, or an earlier attempt of it may have gone out: its fate is unknown.
+    public static let interrupted = "Interrupted"
+    /// Found on resume: the journal says the row may have gone out before the crash, and the
+    /// results file has no outcome for it. Sent again only with --retry-unknown.
+    public static let interruptedInFlight = "InterruptedInFlight"
     public static let credentialRejected = "CredentialRejected"
     public static let internalError = "InternalError"
 }

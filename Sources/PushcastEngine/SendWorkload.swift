@@ -219,6 +219,10 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         inFlight -= 1
         let index = Int(tag)
         var notification = takeOut(index, "failure")
+        if outcomes.isAbandoned {
+            abandoned(index, &notification, failure)
+            return
+        }
         if failure.isSafeToRetry {
             resendUnprocessed(index, &notification, failure)
             return
@@ -238,6 +242,16 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         } else {
             finish(index, &notification, .unknown, status: nil, reason: reason)
         }
+    }
+
+    /// The run was interrupted and its drain ran out: a request the server never processed is
+    /// left unsent (no outcome: a resume sends it), any other is `unknown` (`Interrupted`).
+    private func abandoned(_ index: Int, _ notification: inout PreparedNotification, _ failure: HTTP2StreamFailure) {
+        if failure.isSafeToRetry && !notification.mayHaveGoneOut {
+            freeTags.append(index)
+            return
+        }
+        finish(index, &notification, .unknown, status: nil, reason: OutcomeReason.interrupted)
     }
 
     /// A request the server never processed goes again without counting an attempt: at once the
@@ -301,9 +315,25 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         outcomes.push(&outbox)
     }
 
-    /// The worker stopped (a fatal transport error): what was never sent has no outcome; tell the
-    /// writer.
-    public func flush() { turnEnded() }
+    public var shouldAbandon: Bool { outcomes.isAbandoned }
+
+    /// The worker stopped (the run stopped, or a fatal transport error). What was never sent, or
+    /// was answered and waits for a retry, has no outcome (a resume sends it); a notification
+    /// whose earlier attempt may have gone out is recorded `unknown` (`Interrupted`): sending it
+    /// again is the user's call (`--retry-unknown`). Then everything goes to the writer.
+    public func flush() {
+        var held: [Int] = resend
+        while let head = retries.first {
+            retries.pop()
+            held.append(head.tag)
+        }
+        resend.removeAll()
+        for index in held where slab[index].mayHaveGoneOut {
+            var notification = takeOut(index, "stop")
+            finish(index, &notification, .unknown, status: nil, reason: OutcomeReason.interrupted)
+        }
+        turnEnded()
+    }
 
     // MARK: - Internals
 

@@ -113,6 +113,11 @@ public final class ClientWorker {
         while true {
             if fatal == nil, let trip = breaker.stalled(nowNanoseconds: clock.nowNanoseconds()) { fatal = TransportError(trip) }
             if let fatal { abandonAll(); throw fatal }
+            if workload.shouldAbandon {
+                abandonAll()
+                workload.turnEnded()
+                return
+            }
             fill()
             flush()
             if workload.isExhausted && inFlight == 0 {

@@ -22,6 +22,9 @@ public protocol ClientWorkload: AnyObject {
     var nextReadyNanoseconds: UInt64? { get }
     /// Called once per loop turn, after the turn's events: a place to publish results in a batch.
     func turnEnded()
+    /// True when the worker must drop its connections now, in-flight requests and all (a
+    /// graceful stop whose drain ran out). Each in-flight request then ends in `failed`.
+    var shouldAbandon: Bool { get }
 }
 
 /// Why a client run stopped early.
@@ -33,6 +36,9 @@ public struct TransportError: Error, CustomStringConvertible {
 extension ClientWorkload {
     /// Default: nothing to do at the end of a loop turn.
     public func turnEnded() {}
+
+    /// Default: never abandon.
+    public var shouldAbandon: Bool { false }
 
     public func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool {
         guard let next = nextRequest() else { return false }

@@ -17,6 +17,8 @@ enum ExitStatus: Int32 {
     case success = 0
     case someFailed = 1
     case stopped = 2
+    /// Stopped early (a signal, a full disk); `send --resume` with the same command line goes on.
+    case interrupted = 3
 }
 
 /// A reason to stop with a message and exit status 2.

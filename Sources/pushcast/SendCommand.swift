@@ -51,6 +51,8 @@ enum SendCommand {
         .value("request-timeout", metavar: "TIME", help: "deadline of each request, and of each row's retries and resends together", defaultDescription: "30s"),
         .value("max-resends", metavar: "N", help: "resends per notification that the server never processed (REFUSED_STREAM, GOAWAY, never sent); then it is failed",
                defaultDescription: "10"),
+        .value("drain-timeout", metavar: "TIME", help: "after SIGINT/SIGTERM, how long answers in flight may take before the run stops (exit 3)",
+               defaultDescription: "20s"),
         .value("stall-timeout", metavar: "TIME", help: "stop a provider's lane with a diagnosis when nothing is answered for this long while requests wait",
                defaultDescription: "30s"),
         .value("results", metavar: "FILE", help: "results file, one line per input row", defaultDescription: "<input>.results.ndjson"),
@@ -465,6 +467,8 @@ enum SendCommand {
         let stall = try parsed.duration("stall-timeout", default: .seconds(30), range: .milliseconds(100)...(.seconds(86_400)))
         let stallNanoseconds = UInt64(stall.components.seconds) * 1_000_000_000 + UInt64(stall.components.attoseconds / 1_000_000_000)
         let resendsMax = try parsed.int("max-resends", default: 10, range: 0...1000)
+        let drain = try parsed.duration("drain-timeout", default: .seconds(20), range: .zero...(.seconds(3_600)))
+        let drainNanoseconds = UInt64(drain.components.seconds) * 1_000_000_000 + UInt64(drain.components.attoseconds / 1_000_000_000)
         let workers = try CommonOptions.workers(parsed)
         let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
         let retryUnknown = parsed.flag("retry-unknown")
@@ -595,6 +599,11 @@ enum SendCommand {
             progress: !parsed.flag("quiet") && (parsed.flag("progress") || isatty(2) != 0))
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: { FileHandle.standardError.write(Data($0.utf8)) })
+        // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
+        // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
+        StopSignals.install()
+        run.interruption = Interruption(signals: { StopSignals.received }, signalName: { StopSignals.lastName },
+                                        drainNanoseconds: drainNanoseconds)
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }
         Console.error(summary.text)
