@@ -136,12 +136,22 @@ final class CampaignLoop {
     private(set) var interruptedBecause: String? = nil
     private var drainDeadline: UInt64 = 0
     private var abandoned = false
+    private let durability: CampaignDurability?
+    /// Each feed's journal key (its providers), and the row below which it is already covered.
+    private let feedKeys: [String]
+    private var coveredBelow: [Int]
+    private var lastSync: UInt64
     /// Rows one feed turn may read; the sinks reserve room for these plus all outstanding ones.
     private static let rowsPerTurn = 8192
 
     init(feeds: [CampaignFeed], crew: LaneCrew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
-         progress: ProgressLine?, interruption: Interruption, log: @escaping (String) -> Void) {
+         progress: ProgressLine?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
         self.interruption = interruption
+        self.durability = durability
+        feedKeys = feeds.map { feed in ProviderID.allCases.filter { feed.preparer.sends.contains($0) }.map(\.rawValue).joined(separator: "+") }
+        coveredBelow = Array(repeating: 0, count: feeds.count)
+        lastSync = start
+        if let durability { summary = durability.summary }
         self.feeds = feeds
         self.crew = crew
         self.outcomes = outcomes
@@ -167,6 +177,7 @@ final class CampaignLoop {
             recordAll()
             flushSinks(final: false)
             let now = Reactor.nowNanoseconds()
+            syncIfDue(now: now)
             if progress != nil, now - lastProgress >= 250_000_000 {
                 lastProgress = now
                 showProgress(summary: summary, last: false)
@@ -246,12 +257,51 @@ final class CampaignLoop {
             }
             feeds[f].preparer.follow(feeds[f].reader)
             switch feeds[f].preparer.prepare(record) {
-            case .send(let notification): crew.feeder(notification.provider)!.add(notification)
-            case .finished(var outcome): self.record(&outcome)
+            case .send(let notification): send(notification, feed: f)
+            case .finished(var outcome):
+                if durability?.recovered?.isFinished(outcome.row) != true { self.record(&outcome) }
             case .skipped: break
             }
         }
         for lane in mine { lane.flush() }
+    }
+
+    /// Hands a notification to its lane, unless an earlier run finished its row or may have sent
+    /// it; the journal covers its row first (write-ahead).
+    @inline(__always)
+    private func send(_ notification: PreparedNotification, feed f: Int) {
+        if let durability {
+            switch durability.verdict(row: notification.row, feed: feedKeys[f]) {
+            case .skip: return
+            case .unknown:
+                var outcome = OutcomeRecord(row: notification.row, id: notification.id, token: notification.token,
+                                            provider: notification.provider, outcome: .unknown, reason: OutcomeReason.interruptedInFlight,
+                                            error: "may have been sent before the campaign was interrupted; not sent again (--retry-unknown sends it)")
+                record(&outcome)
+                return
+            case .send:
+                if notification.row >= coveredBelow[f] {
+                    do { coveredBelow[f] = try durability.journal.cover(row: notification.row, feed: feedKeys[f]) } catch {
+                        outcomes.stop(reason: "\(error.description); stopped sending")
+                        return
+                    }
+                }
+            }
+        }
+        crew.feeder(notification.provider)!.add(notification)
+    }
+
+    /// Results reach the kernel every 100 ms (a crashed process then loses at most that much),
+    /// and the disk as `--fsync` says: every 100 ms (batch), every loop turn (always), or never.
+    private func syncIfDue(now: UInt64) {
+        guard let durability else { return }
+        guard durability.policy == .always || now &- lastSync >= 100_000_000 else { return }
+        lastSync = now
+        for sink in sinks {
+            do { try sink.sync(durable: durability.policy != .never) } catch {
+                outcomes.stop(reason: "\(error.description); stopped sending")
+            }
+        }
     }
 
     private func record(_ outcome: inout OutcomeRecord) {

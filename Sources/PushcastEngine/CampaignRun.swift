@@ -161,6 +161,9 @@ public final class CampaignRun {
     /// Graceful stop: how many stop signals have arrived (polled by the reader loop), their name,
     /// and how long answers in flight may take after the first.
     public var interruption = Interruption()
+    /// The journal, and what earlier runs of this campaign left (`--resume`); nil: no journal
+    /// (stdin, tests).
+    public var durability: CampaignDurability?
 
     public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, totalRows: Int?,
                 started: ((OutcomeChannel) -> Void)? = nil, log: @escaping (String) -> Void) {
@@ -187,18 +190,26 @@ public final class CampaignRun {
     /// every outcome recorded. Output errors before the first send throw; a disk that fills
     /// during the run stops new sends and ends the run with `stoppedBecause` set.
     public func run() throws(CampaignError) -> CampaignSummary {
-        let sink = try ResultFilesSink(resultsPath: output.resultsPath, format: output.resultsFormat, prunePath: output.prunePath)
+        let sink = try ResultFilesSink(resultsPath: output.resultsPath, format: output.resultsFormat, prunePath: output.prunePath,
+                                       resuming: durability?.recovered != nil, restoredPrune: durability?.restoredPrune)
         let start = Reactor.nowNanoseconds()
         let outcomes = OutcomeChannel()
         started?(outcomes)
         let crew = LaneCrew(lanes: lanes, outcomes: outcomes)
         let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: [sink], start: start,
                                 progress: output.progress ? ProgressLine(total: totalRows, start: start) : nil,
-                                interruption: interruption, log: log)
+                                interruption: interruption, durability: durability, log: log)
         loop.run()
         crew.threads.join()
         var failure: CampaignError? = nil
-        do { try sink.close() } catch { failure = error }
+        do {
+            try sink.close()
+            if let durability {
+                // Every row this run handed out now has its line: say so, after the lines are durable.
+                if durability.policy != .never { try sink.sync(durable: true) }
+                try durability.journal.markCleanStop()
+            }
+        } catch { failure = error }
         var summary = loop.summary
         summary.resultsPath = output.resultsPath
         summary.prunePath = output.prunePath

@@ -35,7 +35,7 @@ public final class DuplicatePlan: @unchecked Sendable {
     /// Reads `reader` to its end. `hashes` gives a row's key hashes, nil for rows that are never
     /// sent (invalid, unroutable); it must decide exactly as the send will.
     public static func build(reader: inout TokenFileReader, expectedRows: Int, directory: String,
-                             hashes: (RowView) -> (UInt64, UInt32)?) throws -> DuplicatePlan {
+                             hashes: (RowView) throws -> (UInt64, UInt32)?) throws -> DuplicatePlan {
         let partitionCount = max(1, min(1024, expectedRows / recordsPerPartition + 1))
         let spill = try ScratchFile(directory: directory)
         // Partitions are written through small buffers, then laid out in the spill file as chunks.
@@ -47,7 +47,7 @@ public final class DuplicatePlan: @unchecked Sendable {
         var rows = 0
         while let record = try reader.next() {
             rows += 1
-            guard case .row(let view) = record, let (h1, h2) = hashes(view) else { continue }
+            guard case .row(let view) = record, let (h1, h2) = try hashes(view) else { continue }
             let partition = Int(h1.multipliedFullWidth(by: UInt64(partitionCount)).high)
             buffers[partition].append(h1)
             buffers[partition].append(UInt64(h2) << 32 | UInt64(UInt32(truncatingIfNeeded: view.row)))

@@ -17,7 +17,7 @@ public struct FCMTokenFetchError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The OAuth2 access token every FCM worker shares (protocol-facts.md 2.2). One fetch at a time,
+/// The OAuth2 access token every FCM worker shares (docs/PROTOCOL.md §2.2). One fetch at a time,
 /// on its own thread: the first before any send, then about 5 minutes before expiry (a tenth of
 /// the lifetime for short-lived tokens), and at once when FCM answers 401 to the current token.
 public final class FCMAccessTokens: @unchecked Sendable {

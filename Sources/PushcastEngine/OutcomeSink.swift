@@ -17,6 +17,9 @@ public protocol OutcomeSink: AnyObject {
     /// space cannot be had. A run that hears false stops sending new rows, and the rows in flight
     /// still land in the reserved space.
     func reserve(rows: Int) -> Bool
+    /// Hands everything buffered to the kernel now, and with `durable` makes it survive power
+    /// loss (fdatasync).
+    func sync(durable: Bool) throws(CampaignError)
     /// Writes the rest and gives back unused reservations.
     func close() throws(CampaignError)
 }
@@ -41,15 +44,19 @@ public final class ResultFilesSink: OutcomeSink {
     private var broken = false
     public let name: String
 
-    /// Creates both files (and writes their headers).
-    public init(resultsPath: String, format: ResultsFormat, prunePath: String) throws(CampaignError) {
+    /// Creates both files (and writes their headers). With `resuming`, the results file keeps
+    /// its lines and new ones follow them; the prune file is written anew, starting with
+    /// `restoredPrune` (the prune lines of the rows already finished).
+    public init(resultsPath: String, format: ResultsFormat, prunePath: String, resuming: Bool = false,
+                restoredPrune: ByteBuffer? = nil) throws(CampaignError) {
         self.format = format
         name = "the results file \(resultsPath) and the prune file \(prunePath)"
         do {
-            results = try OutputFile(path: resultsPath, bufferBytes: 256 * 1024)
+            results = try OutputFile(path: resultsPath, bufferBytes: 256 * 1024, append: resuming)
             prune = try OutputFile(path: prunePath)
-            if format == .csv { try results.append(ResultEncoding.csvHeader) }
+            if format == .csv && !(resuming && results.size > 0) { try results.append(ResultEncoding.csvHeader) }
             try prune.append(ResultEncoding.pruneHeader)
+            if let restoredPrune, !restoredPrune.isEmpty { try prune.append(restoredPrune.bytes) }
         } catch {
             throw .output(error.description)
         }
@@ -80,6 +87,22 @@ public final class ResultFilesSink: OutcomeSink {
     public func reserve(rows: Int) -> Bool {
         results.reserve(headroom: rows * Self.bytesPerRowReserved + encoded.count)
             && prune.reserve(headroom: rows * Self.pruneBytesPerRowReserved + pruneEncoded.count, step: 1 << 20)
+    }
+
+    public func sync(durable: Bool) throws(CampaignError) {
+        try flush(final: true)
+        guard !broken else { return }
+        do {
+            try results.flush()
+            try prune.flush()
+            if durable {
+                try results.sync()
+                try prune.sync()
+            }
+        } catch {
+            broken = true
+            throw .output(error.description)
+        }
     }
 
     public func close() throws(CampaignError) {

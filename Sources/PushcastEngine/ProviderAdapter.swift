@@ -3,7 +3,7 @@ import PushcastCore
 import PushcastWire
 
 /// What a provider's answer means for one notification, in the engine's terms. Each provider's
-/// adapter maps its own error table onto these (protocol-facts.md 1.6 and 2.3).
+/// adapter maps its own error table onto these (docs/PROTOCOL.md §1.6 and §2.3).
 public enum ProviderVerdict: Sendable, Equatable {
     case delivered(apnsID: String?, fcmName: String?)
     case prune(reason: String, unregisteredAt: String?)

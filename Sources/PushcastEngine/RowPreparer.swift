@@ -126,7 +126,7 @@ public enum DuplicateDetection {
 
 /// Turns rows into notifications, or into final outcomes when they cannot be sent (malformed,
 /// invalid token, duplicate, payload too large, provider not configured). Single-threaded, on the
-/// reader thread; the per-row work is byte-level (design.md 6: no JSON serialisation per row).
+/// reader thread; the per-row work is byte-level (docs/DESIGN.md §6: no JSON serialisation per row).
 public struct RowPreparer {
     public private(set) var layout: RowLayout
     public let renderings: [ProviderID: ProviderRendering]

@@ -47,7 +47,7 @@ extension SendWorkload where Adapter == APNsAdapter {
 
 /// One worker's send loop for one provider, as a `ClientWorkload`: takes prepared notifications
 /// from its channel, has the adapter build each request, and turns every answer into exactly one
-/// outcome (design.md 2.9), retrying what protocol-facts.md says to retry, within the provider's
+/// outcome (docs/DESIGN.md §2.9), retrying what docs/PROTOCOL.md (§1.6, §2.5) says to retry, within the provider's
 /// rate limit.
 public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private let adapter: Adapter

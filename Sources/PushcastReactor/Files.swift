@@ -59,15 +59,29 @@ public final class OutputFile {
     /// The buffer's size: an append larger than this is written straight through, uncopied.
     public var bufferBytes: Int { buffer.count }
 
-    /// Creates (or truncates) `path` with mode 0600.
-    public init(path: String, bufferBytes: Int = 64 * 1024) throws(ReactorError) {
+    /// Bytes in the file, written or buffered.
+    public var size: Int { written + used }
+
+    /// Creates (or truncates) `path` with mode 0600; with `append`, keeps what it holds and
+    /// writes after it (a resumed campaign's results are never truncated behind its back).
+    public init(path: String, bufferBytes: Int = 64 * 1024, append: Bool = false) throws(ReactorError) {
         self.path = path
-        let opened = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let opened = open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0o600)
         guard opened >= 0 else { throw ReactorError("cannot create \(path): \(String(cString: strerror(errno)))") }
         // An existing file keeps its old mode through O_CREAT; tighten it.
         fchmod(opened, 0o600)
         fd = opened
         buffer = .allocate(byteCount: max(4096, bufferBytes), alignment: 16)
+        if append {
+            var st = stat()
+            if fstat(opened, &st) == 0 { written = Int(st.st_size) }
+            reservedEnd = written
+        }
+    }
+
+    /// Makes what was written so far durable (fdatasync): it survives power loss.
+    public func sync() throws(ReactorError) {
+        guard fdatasync(fd) == 0 else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 
     deinit {
@@ -194,5 +208,99 @@ public final class ScratchFile {
             done += n
         }
         return done
+    }
+}
+
+/// What a file holds, read whole (results and journals on resume; they are read once).
+public func readWholeFile(_ path: String) throws(ReactorError) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    if fd < 0 {
+        if errno == ENOENT { return nil }
+        throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))")
+    }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 20)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        if n == 0 { return bytes }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
+}
+
+/// Cuts a file to `size` bytes (a torn last line, dropped before a resume appends).
+public func truncateFile(_ path: String, to size: Int) throws(ReactorError) {
+    guard truncate(path, off_t(size)) == 0 else {
+        throw ReactorError("cannot truncate \(path): \(String(cString: strerror(errno)))")
+    }
+}
+
+/// An append-only journal (0600) held under an exclusive lock for the life of the object, so two
+/// writers of one campaign cannot run at once; appends go to the kernel at once and `sync` makes
+/// them durable.
+public final class JournalFile {
+    public let path: String
+    private let fd: Int32
+
+    /// Opens (creating) `path` and takes its write lock. A lock held by another process throws,
+    /// naming that process.
+    public init(path: String) throws(ReactorError) {
+        self.path = path
+        let opened = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard opened >= 0 else { throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        fchmod(opened, 0o600)
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        if fcntl(opened, F_SETLK, &lock) != 0 {
+            var holder = flock()
+            holder.l_type = Int16(F_WRLCK)
+            holder.l_whence = Int16(SEEK_SET)
+            let pid = fcntl(opened, F_GETLK, &holder) == 0 && holder.l_type != Int16(F_UNLCK) ? " (pid \(holder.l_pid))" : ""
+            close(opened)
+            throw ReactorError("another pushcast\(pid) is writing this campaign: \(path) is locked")
+        }
+        fd = opened
+    }
+
+    deinit { close(fd) }
+
+    /// Everything the journal holds now.
+    public func readAll() throws(ReactorError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var offset = 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<n])
+            offset += n
+        }
+    }
+
+    /// Empties the journal (a campaign started over).
+    public func truncate() throws(ReactorError) {
+        guard ftruncate(fd, 0) == 0 else { throw ReactorError("cannot truncate \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    public func append(_ text: String) throws(ReactorError) {
+        var copy = text
+        var failure: ReactorError? = nil
+        copy.withUTF8 { utf8 in
+            do throws(ReactorError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    public func sync() throws(ReactorError) {
+        guard fdatasync(fd) == 0 else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 }

@@ -59,6 +59,9 @@ enum SendCommand {
         .value("results-format", metavar: "ndjson|csv", help: "results file format", defaultDescription: "ndjson"),
         .value("prune", metavar: "FILE", help: "prune file of dead and invalid tokens", defaultDescription: "<input>.prune.csv"),
         .value("summary", metavar: "FILE", help: "also write the summary as JSON"),
+        .flag("resume", help: "go on with this campaign where its results and journal say it stopped (the same command line); starts it when it never ran"),
+        .flag("force", help: "start the campaign over: truncate a results file that already holds lines"),
+        .value("fsync", metavar: "batch|always|never", help: "how often results and the journal are made durable on disk", defaultDescription: "batch (every 100 ms)"),
         .flag("progress", help: "show progress on stderr even when it is not a terminal"),
         .flag("quiet", help: "no progress line"),
         .flag("dry-run", help: "check everything without connecting (same as pushcast check)"),
@@ -94,6 +97,10 @@ enum SendCommand {
         var reopen: (() throws -> TokenFileReader)?
         /// A file's repeated tokens, found by a first read (stdin keeps an exact table instead).
         var duplicatePlan: DuplicatePlan?
+        /// What a resume checks: the input's bytes (hashed in the first read; "stdin" for stdin)
+        /// and the templates and fixed headers.
+        var inputFingerprint = "stdin"
+        var templatesFingerprint = ""
 
         /// The providers that can get rows: every configured one when rows name their platform,
         /// else the default provider alone.
@@ -118,9 +125,23 @@ enum SendCommand {
     }
 
     static func run(_ parsed: ParsedArguments, checkOnly: Bool) throws -> ExitStatus {
-        let plan = try makePlan(parsed)
-        if checkOnly || parsed.flag("dry-run") { return try check(plan) }
+        let sending = !(checkOnly || parsed.flag("dry-run"))
+        // A stop signal while planning (the first read of a big file takes seconds) ends the run
+        // before anything is sent: interrupted, resumable.
+        if sending { StopSignals.install() }
+        let plan: Plan
+        do { plan = try makePlan(parsed) } catch is Interrupted { return interruptedBeforeSending() }
+        if !sending { return try check(plan, parsed) }
+        if StopSignals.received > 0 { return interruptedBeforeSending() }
         return try send(plan, parsed)
+    }
+
+    /// Thrown by the planning steps when a stop signal arrived.
+    struct Interrupted: Error {}
+
+    static func interruptedBeforeSending() -> ExitStatus {
+        Console.error("pushcast: interrupted by \(StopSignals.lastName) before sending: nothing was sent (exit 3; run again to start)")
+        return .interrupted
     }
 
     // MARK: - Plan (everything that can fail before the first send)
@@ -170,6 +191,7 @@ enum SendCommand {
         let configured = Set([apnsTemplate.map { _ in ProviderID.apns }, fcmTemplate.map { _ in ProviderID.fcm }].compactMap { $0 })
 
         var duplicatePlan: DuplicatePlan? = nil
+        var inputFingerprint = "stdin"
         var reopen: (() throws -> TokenFileReader)? = nil
         if path != "-" && input.isRegularFile {
             // A first read finds the repeated tokens (and counts the rows for the progress line),
@@ -177,9 +199,14 @@ enum SendCommand {
             // the readers that send declare them all, so a key first seen on line 2 is a column
             // from row 1, and a template's placeholders are checked against the whole file.
             let open = { try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName) }
-            let (planned, keys) = try planDuplicates(parsed, path: path, open: open, configured: configured, campaign: campaign,
-                                                     defaultProvider: defaultProvider)
+            let hashing = { () throws -> (TokenFileReader, HashingByteSource) in
+                let source = HashingByteSource(InputFileSource(try InputFile(path: path)))
+                return (try TokenFileReader(source: source, format: format, fileName: fileName), source)
+            }
+            let (planned, keys, inputHash) = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
+                                                                campaign: campaign, defaultProvider: defaultProvider)
             duplicatePlan = planned
+            inputFingerprint = inputHash
             reader.declareColumns(keys)
             reopen = {
                 let again = try open()
@@ -218,9 +245,16 @@ enum SendCommand {
                 throw CommandFailure(error.description)
             }
         }
-        return Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: duplicatePlan?.rows, layout: layout,
-                    renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
-                    reopen: reopen, duplicatePlan: duplicatePlan)
+        var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: duplicatePlan?.rows, layout: layout,
+                        renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
+                        reopen: reopen, duplicatePlan: duplicatePlan)
+        plan.inputFingerprint = inputFingerprint
+        var templates = ContentHash()
+        let fixed = templateTexts + ["apns-topic", "push-type", "priority", "expiration", "collapse-id"].map { "\($0)=\(parsed.value($0) ?? "")" }
+            + ["fcm-validate-only=\(parsed.flag("fcm-validate-only"))"]
+        for text in fixed { Array((text + "\u{0}").utf8).withUnsafeBytes { templates.add($0) } }
+        plan.templatesFingerprint = templates.hex
+        return plan
     }
 
     /// The layout a header (CSV) or the whole file's keys (NDJSON read twice) must give: a token
@@ -241,11 +275,11 @@ enum SendCommand {
     }
 
     /// The first read of a regular file: its duplicate plan, and every column (NDJSON key) it holds.
-    static func planDuplicates(_ parsed: ParsedArguments, path: String, open: () throws -> TokenFileReader,
+    static func planDuplicates(_ parsed: ParsedArguments, path: String, open: () throws -> (TokenFileReader, HashingByteSource),
                                configured: Set<ProviderID>, campaign: String,
-                               defaultProvider: ProviderID) throws -> (DuplicatePlan, [String]) {
+                               defaultProvider: ProviderID) throws -> (DuplicatePlan, [String], String) {
         do {
-            var first = try open()
+            var (first, source) = try open()
             let reader = first
             var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
                                     renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
@@ -255,8 +289,11 @@ enum SendCommand {
             let tell = size > 32 << 20 && !parsed.flag("quiet")
             let started = Reactor.nowNanoseconds()
             if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
+            var rows = 0
             let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32),
-                                                        directory: NSTemporaryDirectory()) { view in
+                                                        directory: NSTemporaryDirectory()) { view throws in
+                rows += 1
+                if rows & 0xFFFF == 0 && StopSignals.received > 0 { throw Interrupted() }
                 keyer.follow(reader)
                 return keyer.duplicateHashes(view)
             }
@@ -264,7 +301,9 @@ enum SendCommand {
                 Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
                                      duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
             }
-            return (duplicatePlan, reader.columns)
+            return (duplicatePlan, reader.columns, source.hash.hex)
+        } catch is Interrupted {
+            throw Interrupted()
         } catch {
             throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
         }
@@ -373,8 +412,11 @@ enum SendCommand {
         token.count <= 8 ? "<\(token.count) chars>" : "\(token.prefix(8))…<\(token.count) chars>"
     }
 
-    static func check(_ plan: Plan) throws -> ExitStatus {
+    static func check(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
         var preparer = plan.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
+        let preview = parsed.flag("resume") && plan.inputPath != "-" ? try resumePreview(plan, resultsPath: resultsPath(plan, parsed),
+            format: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!) : nil
+        var resumeCounts = (finished: 0, unknown: 0)
         var summary = CampaignSummary()
         var toSend: [ProviderID: Int] = [:]
         var largest: [ProviderID: Int] = [:]
@@ -383,10 +425,16 @@ enum SendCommand {
         func tally(_ prepared: PreparedRow) {
             switch prepared {
             case .send(let n):
+                switch preview?.verdict(row: n.row, provider: n.provider) ?? .send {
+                case .skip: resumeCounts.finished += 1; return
+                case .unknown: resumeCounts.unknown += 1; return
+                case .send: break
+                }
                 toSend[n.provider, default: 0] += 1
                 largest[n.provider] = max(largest[n.provider] ?? 0, n.payload.count)
                 if samples[n.provider] == nil { samples[n.provider] = n }
             case .finished(let outcome):
+                if preview?.recovered.isFinished(outcome.row) == true { resumeCounts.finished += 1; return }
                 summary.record(outcome)
                 if outcome.reason == OutcomeReason.providerNotConfigured, let provider = outcome.provider {
                     let seen = unconfigured[provider]
@@ -425,6 +473,10 @@ enum SendCommand {
                 Console.out("first \(what): " + (sample.token.isEmpty ? body : body.replacingOccurrences(of: sample.token, with: redacted(sample.token))))
             }
         }
+        if preview != nil || parsed.flag("resume") {
+            Console.out("resume: \(resumeCounts.finished) rows finished, \(resumeCounts.unknown) would be recorded unknown "
+                + "(InterruptedInFlight: they may have gone out; --retry-unknown sends them), the rest below to send")
+        }
         Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0])" }.joined(separator: ", "))
         if !summary.reasons.isEmpty {
             Console.out("reasons: " + summary.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -457,10 +509,24 @@ enum SendCommand {
 
     // MARK: - send
 
+    static func resultsPath(_ plan: Plan, _ parsed: ParsedArguments) -> String {
+        parsed.value("results") ?? (plan.inputPath == "-" ? "stdin" : plan.inputPath) + ".results.ndjson"
+    }
+
     static func send(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
         if let settings = plan.settings, settings.tokenSource == nil && !plan.hasCertificate {
             throw parsed.error("APNs credentials are required with --payload: --apns-key/--apns-key-id/--apns-team-id, or --apns-cert")
         }
+        let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
+        let output = CampaignOutput(
+            resultsPath: resultsPath(plan, parsed),
+            resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
+            prunePath: parsed.value("prune") ?? base + ".prune.csv",
+            summaryPath: parsed.value("summary"),
+            progress: !parsed.flag("quiet") && (parsed.flag("progress") || isatty(2) != 0))
+        let view = ParsedArgumentsView(resume: parsed.flag("resume"), force: parsed.flag("force"), retryUnknown: parsed.flag("retry-unknown"),
+                                       quiet: parsed.flag("quiet"), fsync: try parsed.choice("fsync", from: ["batch", "always", "never"]) ?? "batch")
+        let durability = try prepareDurability(plan, view, output: output)
         let reactor = try CommonOptions.reactorConfiguration(parsed)
         let timeout = try parsed.duration("request-timeout", default: .seconds(30))
         let timeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
@@ -524,7 +590,15 @@ enum SendCommand {
                 }
             }
             let tls: TLSContext
-            do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch { throw CommandFailure(error.description) }
+            do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch {
+                // A key or bundle the passphrase did not open: say where it came from (its name, never its value).
+                var text = error.description
+                if tlsConfiguration.clientCertificate != nil && text.contains("passphrase") {
+                    text += parsed.value("apns-cert-password-env").map { "; the passphrase was read from $\($0) (--apns-cert-password-env)" }
+                        ?? "; give it in an environment variable named with --apns-cert-password-env VAR"
+                }
+                throw CommandFailure(text)
+            }
             let connections = try parsed.int("connections", default: 4, range: 1...1024)
             let apnsClient = try client(try endpoint(parsed), tls: tls, connections: connections,
                                         streams: try parsed.int("streams", default: 1000, range: 1...100_000))
@@ -590,18 +664,11 @@ enum SendCommand {
             Thread.sleep(forTimeInterval: Double(delay) / 1e9)
         }
 
-        let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
-        let output = CampaignOutput(
-            resultsPath: parsed.value("results") ?? base + ".results.ndjson",
-            resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
-            prunePath: parsed.value("prune") ?? base + ".prune.csv",
-            summaryPath: parsed.value("summary"),
-            progress: !parsed.flag("quiet") && (parsed.flag("progress") || isatty(2) != 0))
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: { FileHandle.standardError.write(Data($0.utf8)) })
+        run.durability = durability
         // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
         // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
-        StopSignals.install()
         run.interruption = Interruption(signals: { StopSignals.received }, signalName: { StopSignals.lastName },
                                         drainNanoseconds: drainNanoseconds)
         let summary: CampaignSummary

@@ -1,0 +1,280 @@
+import PushcastCore
+import PushcastInput
+import PushcastReactor
+
+/// What identifies one campaign across runs: a resume must be of the very same campaign.
+public struct CampaignFingerprint: Equatable, Sendable {
+    public var campaign: String
+    /// A hash of the input file's bytes (`ContentHash`).
+    public var input: String
+    /// A hash of the templates' texts and the fixed headers.
+    public var templates: String
+    /// The configured providers, comma-separated, in `ProviderID.allCases` order.
+    public var providers: String
+    public var resultsFormat: String
+
+    public init(campaign: String, input: String, templates: String, providers: String, resultsFormat: String) {
+        self.campaign = campaign
+        self.input = input
+        self.templates = templates
+        self.providers = providers
+        self.resultsFormat = resultsFormat
+    }
+
+    /// The journal's first line.
+    var headerLine: String {
+        "pushcast-journal 1 campaign=\(campaign) input=\(input) templates=\(templates) providers=\(providers) results=\(resultsFormat)\n"
+    }
+
+    /// The fields that differ from `other`, in words, for the refusal.
+    public func differences(from other: CampaignFingerprint) -> [String] {
+        var out: [String] = []
+        if campaign != other.campaign { out.append("the campaign id (\(other.campaign) then, \(campaign) now)") }
+        if input != other.input { out.append("the input file's contents") }
+        if templates != other.templates { out.append("the templates or headers") }
+        if providers != other.providers { out.append("the providers (\(other.providers) then, \(providers) now)") }
+        if resultsFormat != other.resultsFormat { out.append("the results format") }
+        return out
+    }
+}
+
+/// A 64-bit hash of a byte stream, 8 bytes at a time (a fingerprint, not a defence: it tells a
+/// changed input file from the same one).
+public struct ContentHash: Sendable {
+    private var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    private var tail: UInt64 = 0
+    private var tailCount = 0
+    public private(set) var byteCount = 0
+
+    public init() {}
+
+    public mutating func add(_ bytes: UnsafeRawBufferPointer) {
+        byteCount += bytes.count
+        for byte in bytes {
+            tail = tail << 8 | UInt64(byte)
+            tailCount += 1
+            if tailCount == 8 { mix(tail); tail = 0; tailCount = 0 }
+        }
+    }
+
+    private mutating func mix(_ word: UInt64) {
+        state = (state ^ word) &* 0xBF58_476D_1CE4_E5B9
+        state ^= state >> 31
+    }
+
+    public var hex: String {
+        var copy = self
+        copy.mix(copy.tail ^ UInt64(copy.tailCount) << 56)
+        copy.mix(UInt64(byteCount))
+        let text = String(copy.state, radix: 16)
+        return String(repeating: "0", count: 16 - text.count) + text
+    }
+}
+
+/// The write-ahead journal beside the results file (`<results>.journal`). Text lines:
+///
+///     pushcast-journal 1 campaign=… input=… templates=… providers=… results=…
+///     B                      a run (the first, or a resume) begins
+///     R apns 8192            the run may hand rows of feed `apns` below 8192 to the workers
+///     S                      the run stopped cleanly: every row it handed out is in the results
+///
+/// A reservation is written and synced before any row it covers goes to a worker, in blocks, so a
+/// crash at any moment leaves the journal saying which rows may have gone out: a row of a run
+/// without `S`, below that run's reservation for its feed, with no results line. A torn last line
+/// is dropped (it was never synced, so nothing it covered went out).
+public struct JournalState: Equatable {
+    public var fingerprint: CampaignFingerprint
+    /// For runs that did not stop cleanly: the highest reservation of each feed.
+    public var uncleanMarks: [String: Int] = [:]
+    public var runs = 0
+
+    /// Rows below this mark of `feed` may have gone out (if they have no results line).
+    public func mayHaveGoneOut(row: Int, feed: String) -> Bool { row < uncleanMarks[feed, default: 0] }
+
+    /// Parses a journal's bytes; a damaged line other than the last throws, naming it.
+    public static func parse(_ bytes: [UInt8], path: String) throws(CampaignError) -> JournalState {
+        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        if bytes.last != UInt8(ascii: "\n") { lines.removeLast() }  // a torn last line (or no final newline)
+        else if lines.last == "" { lines.removeLast() }
+        guard let header = lines.first, let fingerprint = parseHeader(header) else {
+            throw .input("\(path):1: not a pushcast journal")
+        }
+        var state = JournalState(fingerprint: fingerprint)
+        var current: [String: Int] = [:]
+        var clean = true
+        func endRun() {
+            if !clean { for (feed, mark) in current { state.uncleanMarks[feed] = max(state.uncleanMarks[feed, default: 0], mark) } }
+        }
+        for (index, line) in lines.enumerated().dropFirst() {
+            let fields = line.split(separator: " ")
+            switch (fields.first, fields.count) {
+            case ("B", 1):
+                endRun()
+                state.runs += 1
+                current = [:]
+                clean = false
+            case ("R", 3):
+                guard let row = Int(fields[2]), row >= 0 else { throw .input("\(path):\(index + 1): damaged reservation '\(line)'") }
+                current[String(fields[1])] = max(current[String(fields[1]), default: 0], row)
+                clean = false
+            case ("S", 1):
+                clean = true
+            default:
+                throw .input("\(path):\(index + 1): damaged line '\(line)'")
+            }
+        }
+        endRun()
+        return state
+    }
+
+    static func parseHeader(_ line: String) -> CampaignFingerprint? {
+        let fields = line.split(separator: " ")
+        guard fields.count == 7, fields[0] == "pushcast-journal", fields[1] == "1" else { return nil }
+        var values: [String: String] = [:]
+        for field in fields.dropFirst(2) {
+            let pair = field.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2 else { return nil }
+            values[String(pair[0])] = String(pair[1])
+        }
+        guard let campaign = values["campaign"], let input = values["input"], let templates = values["templates"],
+              let providers = values["providers"], let results = values["results"] else { return nil }
+        return CampaignFingerprint(campaign: campaign, input: input, templates: templates, providers: providers, resultsFormat: results)
+    }
+}
+
+/// How hard the run makes its records durable (`--fsync`).
+public enum SyncPolicy: String, Sendable {
+    /// Results are synced every 100 ms, the journal before each reservation block goes out.
+    case batch
+    /// Results are synced after every batch of outcomes (each loop turn).
+    case always
+    /// Nothing is synced: a process crash loses nothing written, power loss may.
+    case never
+}
+
+/// The journal of a running campaign: reservations ahead of the sends, in blocks.
+public final class CampaignJournal {
+    /// Rows reserved per block: a crash turns at most this many never-sent rows (plus those in
+    /// flight) into `unknown`; each block costs one fsync.
+    public static let blockRows = 4096
+
+    private let file: JournalFile
+    private let policy: SyncPolicy
+    private var marks: [String: Int] = [:]
+
+    /// Takes over an open, locked journal file; `fresh` empties it and writes `fingerprint` as
+    /// its header. Begins a run.
+    public init(file: JournalFile, fingerprint: CampaignFingerprint, fresh: Bool, policy: SyncPolicy) throws(CampaignError) {
+        self.file = file
+        self.policy = policy
+        do {
+            if fresh {
+                try file.truncate()
+                try file.append(fingerprint.headerLine)
+            }
+            try file.append("B\n")
+            if policy != .never { try file.sync() }
+        } catch {
+            throw .output(error.description)
+        }
+    }
+
+    /// Covers `row` of `feed` with a synced reservation before it goes out; returns the row
+    /// below which no new reservation is needed.
+    public func cover(row: Int, feed: String) throws(CampaignError) -> Int {
+        if row < marks[feed, default: 0] { return marks[feed, default: 0] }
+        let mark = row + Self.blockRows
+        do {
+            try file.append("R \(feed) \(mark)\n")
+            if policy != .never { try file.sync() }
+        } catch {
+            throw .output(error.description)
+        }
+        marks[feed] = mark
+        return mark
+    }
+
+    /// The run stopped with every row it handed out recorded in the (synced) results.
+    public func markCleanStop() throws(CampaignError) {
+        do {
+            try file.append("S\n")
+            if policy != .never { try file.sync() }
+        } catch {
+            throw .output(error.description)
+        }
+    }
+}
+
+/// What a run knows of the runs before it (`send --resume`), and how it keeps its own promise.
+public final class CampaignDurability {
+    /// The journal this run reserves rows in (locked for the run).
+    public var journal: CampaignJournal
+    public var policy: SyncPolicy
+    /// Rows the earlier runs finished: skipped.
+    public var recovered: RecoveredResults?
+    /// The earlier runs' journal: rows that may have gone out are recorded `unknown`
+    /// (`InterruptedInFlight`) unless `retryUnknown`.
+    public var earlier: JournalState?
+    public var retryUnknown: Bool
+    /// The earlier rows' outcomes, counted.
+    public var summary: CampaignSummary
+    /// The earlier rows' prune lines, for the prune file written anew.
+    public var restoredPrune: ByteBuffer?
+
+    public init(journal: CampaignJournal, policy: SyncPolicy, recovered: RecoveredResults?, earlier: JournalState?,
+                retryUnknown: Bool, summary: CampaignSummary, restoredPrune: ByteBuffer?) {
+        self.journal = journal
+        self.policy = policy
+        self.recovered = recovered
+        self.earlier = earlier
+        self.retryUnknown = retryUnknown
+        self.summary = summary
+        self.restoredPrune = restoredPrune
+    }
+
+    /// What becomes of a row the preparer would send: skipped (finished before), recorded as
+    /// `unknown` (it may have gone out before), or sent.
+    public enum Verdict { case skip, unknown, send }
+
+    @inline(__always)
+    public func verdict(row: Int, feed: String) -> Verdict {
+        if let recovered, recovered.isFinished(row) { return .skip }
+        if !retryUnknown, let earlier, earlier.mayHaveGoneOut(row: row, feed: feed) { return .unknown }
+        return .send
+    }
+}
+
+/// A byte source that hashes what passes through it (the input's fingerprint, taken during the
+/// duplicate plan's first read at no extra pass).
+public final class HashingByteSource: ByteSource {
+    private let inner: ByteSource
+    public private(set) var hash = ContentHash()
+
+    public init(_ inner: ByteSource) { self.inner = inner }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let count = try inner.read(into: buffer)
+        hash.add(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        return count
+    }
+}
+
+extension CampaignDurability {
+    /// `check --resume`: what a resume would make of each row, from the files alone.
+    public struct Preview {
+        public let recovered: RecoveredResults
+        public let earlier: JournalState
+
+        public init(recovered: RecoveredResults, earlier: JournalState) {
+            self.recovered = recovered
+            self.earlier = earlier
+        }
+
+        /// As `CampaignDurability.verdict` without --retry-unknown; a file's feeds are keyed by
+        /// their one provider.
+        public func verdict(row: Int, provider: ProviderID) -> Verdict {
+            if recovered.isFinished(row) { return .skip }
+            return earlier.mayHaveGoneOut(row: row, feed: provider.rawValue) ? .unknown : .send
+        }
+    }
+}

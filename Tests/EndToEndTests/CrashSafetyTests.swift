@@ -1,0 +1,175 @@
+import Foundation
+import XCTest
+
+/// Crash safety end to end: `pushcast send` killed (SIGKILL) or stopped (SIGTERM) at seeded
+/// moments against `pushcast mock` over real TLS, then resumed with the same command line until
+/// it finishes. Nobody gets a notification twice, every row ends with exactly one line, and the
+/// outcomes are those of an uninterrupted run (SIGKILL may leave rows `unknown`,
+/// `InterruptedInFlight`: they may have gone out, so they are not sent again).
+final class CrashSafetyTests: XCTestCase {
+    enum Kind { case delivered, dead, retry503, retry429, invalid, duplicate }
+
+    private var directory = ""
+    private var kinds: [Kind] = []
+
+    override func setUpWithError() throws {
+        try BinaryTests.requireBinary()
+        directory = NSTemporaryDirectory() + "pushcast-crash-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+
+    /// 200,000 rows with dead, 503-once, 429-once, invalid and duplicate tokens, from a seed.
+    private func writeInput(rows: Int, seed: UInt64) throws -> String {
+        var state = seed
+        func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var lines = ["device_id,token"]
+        lines.reserveCapacity(rows + 1)
+        kinds = []
+        var earlier: [String] = []
+        for i in 0..<rows {
+            var token = String(format: "%016llx%016llx%016llx%016llx", next() & 0x3FFF_FFFF_FFFF_FFFF, next(), next(), next())
+            var kind = Kind.delivered
+            switch i % 100 {
+            case 0: token = "dead" + token.dropFirst(4); kind = .dead
+            case 4: token = "5030" + token.dropFirst(4); kind = .retry503
+            case 5: token = "4290" + token.dropFirst(4); kind = .retry429
+            case 6: token = "zz" + token.dropFirst(2); kind = .invalid
+            case 7 where !earlier.isEmpty: token = earlier[Int(next() % UInt64(earlier.count))]; kind = .duplicate
+            default: break
+            }
+            if kind == .delivered && earlier.count < 1000 { earlier.append(token) }
+            kinds.append(kind)
+            lines.append("d\(i + 1),\(token)")
+        }
+        let path = directory + "/tokens.csv"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    private func arguments(_ input: String, _ mock: SendTests.Mock, payload: String) -> [String] {
+        ["send", input, "--payload", payload, "--apns-topic", "com.example.app",
+         "--apns-key", mock.keyPath, "--apns-key-id", mock.keyID, "--apns-team-id", mock.teamID,
+         "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
+         "--results", directory + "/results.ndjson", "--prune", directory + "/prune.csv", "--quiet", "--resume"]
+    }
+
+    /// Starts the sender, sends `signal` after `delay` seconds (and SIGKILL `thenKill` seconds
+    /// later, when given), and returns its exit status (128 + signal when killed).
+    private func interrupt(_ args: [String], after delay: Double, signal: Int32, thenKill: Double? = nil) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        process.arguments = args
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: delay)
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        if let thenKill {
+            Thread.sleep(forTimeInterval: thenKill)
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            process.terminate()
+            XCTFail("the sender did not stop within 60 s of the signal")
+        }
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    private func results() throws -> [Int: [String: Any]] {
+        let text = try String(contentsOfFile: directory + "/results.ndjson", encoding: .utf8)
+        var byRow: [Int: [String: Any]] = [:]
+        for line in text.split(separator: "\n") {
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let row = try XCTUnwrap(object["row"] as? Int)
+            XCTAssertNil(byRow[row], "row \(row) has two lines")
+            byRow[row] = object
+        }
+        return byRow
+    }
+
+    /// Every row has one line with its expected outcome (or unknown/InterruptedInFlight when
+    /// `unknownAllowed`); returns the unknown count and the delivered tokens.
+    private func checkOutcomes(unknownAllowed: Bool) throws -> (unknown: Int, delivered: Int) {
+        let byRow = try results()
+        XCTAssertEqual(byRow.count, kinds.count, "one line per row")
+        var unknown = 0, delivered = 0
+        for (index, kind) in kinds.enumerated() {
+            guard let line = byRow[index + 1] else { XCTFail("row \(index + 1) has no line"); continue }
+            let outcome = line["outcome"] as? String
+            if outcome == "unknown" && unknownAllowed && line["reason"] as? String == "InterruptedInFlight" { unknown += 1; continue }
+            if outcome == "delivered" { delivered += 1 }
+            switch kind {
+            case .delivered, .retry503, .retry429: XCTAssertEqual(outcome, "delivered", "\(line)")
+            case .dead: XCTAssertEqual(outcome, "pruned", "\(line)")
+            case .invalid: XCTAssertEqual(outcome, "invalid", "\(line)")
+            case .duplicate: XCTAssertEqual(outcome, "duplicate", "\(line)")
+            }
+        }
+        return (unknown, delivered)
+    }
+
+    private func deliveredByMock(_ mock: SendTests.Mock) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for entry in mock.log where entry["status"] as? Int == 200 { counts[entry["token"] as? String ?? "", default: 0] += 1 }
+        return counts
+    }
+
+    private func runMatrix(signal: Int32, seed: UInt64) throws -> (mock: SendTests.Mock, unknown: Int, delivered: Int, statuses: [Int32]) {
+        let input = try writeInput(rows: 200_000, seed: seed)
+        let payload = directory + "/payload.json"
+        try #"{"aps":{"alert":"hi {{device_id}}"}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+        let mock = try SendTests.Mock(directory: directory, extra: ["--goaway-after", "5000", "--latency-ms", "5"])
+        let args = arguments(input, mock, payload: payload)
+        var random = seed
+        var statuses: [Int32] = []
+        for kill in 0..<10 {
+            random = random &* 6364136223846793005 &+ 1442695040888963407
+            // Some during the first read (the duplicate plan), most during the sends, one in a drain.
+            let delay = kill < 2 ? 0.1 + Double(random >> 60) / 40 : 0.6 + Double(random >> 58) / 40
+            let drain: Double? = signal == SIGKILL && kill == 5 ? 0.05 : nil
+            statuses.append(try interrupt(args, after: delay, signal: drain != nil ? SIGTERM : signal, thenKill: drain))
+        }
+        var finalStatus: Int32 = -1
+        for _ in 0..<3 where finalStatus != 0 && finalStatus != 1 {
+            finalStatus = try runPushcast(args, seconds: 300).status
+        }
+        XCTAssertTrue([0, 1].contains(finalStatus), "the last resume finished with \(finalStatus)")
+        let checked = try checkOutcomes(unknownAllowed: signal == SIGKILL)
+        _ = mock.stop()
+        return (mock, checked.unknown, checked.delivered, statuses + [finalStatus])
+    }
+
+    func testKilledTenTimesAndResumedNobodyGetsItTwice() throws {
+        let (mock, unknown, delivered, statuses) = try runMatrix(signal: SIGKILL, seed: 7)
+        let counts = deliveredByMock(mock)
+        XCTAssertEqual(counts.values.max() ?? 0, 1, "a token was delivered twice")
+        // Each kill may leave at most what was in flight (4 connections x 1000 streams) and one
+        // reservation block unknown: ten kills, at most ten times that in all.
+        XCTAssertLessThanOrEqual(unknown, 10 * (4 * 1000 + 4096), "unknown rows: \(unknown)")
+        XCTAssertGreaterThanOrEqual(counts.count, delivered, "every row recorded delivered was delivered")
+        print("crash matrix (SIGKILL x10): \(unknown) rows unknown (InterruptedInFlight) in all; exit statuses \(statuses)")
+    }
+
+    func testTerminatedTenTimesLosesNothing() throws {
+        let (mock, unknown, delivered, statuses) = try runMatrix(signal: SIGTERM, seed: 11)
+        XCTAssertEqual(unknown, 0)
+        let counts = deliveredByMock(mock)
+        XCTAssertEqual(counts.values.max() ?? 0, 1, "a token was delivered twice")
+        XCTAssertEqual(counts.count, delivered, "the mock's 200s equal the delivered rows")
+        XCTAssertTrue(statuses.dropLast().allSatisfy { $0 == 3 || $0 == 0 }, "SIGTERM exits 3: \(statuses)")
+        XCTAssertEqual(statuses.last, 0, "\(statuses)")
+        print("crash matrix (SIGTERM x10): exit statuses \(statuses)")
+    }
+}
