@@ -1,4 +1,4 @@
-// APNs answers as values (design.md 2.9): the error body reader, the reason table (§1.6) and the
+// APNs answers as values (docs/DESIGN.md §2.9): the error body reader, the reason table (§1.6) and the
 // verdict each (status, reason) leads to. The table is open-ended: an unknown reason is kept as
 // text and classified by its status, never a crash.
 
@@ -162,7 +162,7 @@ public struct APNsResponseSummary: Sendable, Equatable {
 
 /// The reason table (§1.6 and issue 3's response table). Decisions where the sources leave room:
 /// - BadTopic, MissingTopic and TopicDisallowed stop the run: the topic is per campaign, so every
-///   row would fail the same way (protocol-facts Part 3 puts them in the abort set; issue 3's table
+///   row would fail the same way (docs/PROTOCOL.md §3 puts them in the abort set; issue 3's table
 ///   lists BadTopic under "other 4xx", which would send millions of doomed requests).
 /// - Forbidden fails the row (Apple: do not retry).
 /// - IdleTimeout and UnrelatedKeyIdInToken are connection-level: retry (on a new connection).

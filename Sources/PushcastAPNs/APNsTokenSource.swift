@@ -1,5 +1,5 @@
 // The APNs provider token (§1.8): one ES256 JWT per key, shared by every connection and worker
-// (peers.md pain 2: per-connection or per-process tokens cause TooManyProviderTokenUpdates).
+// (docs/PROTOCOL.md §1.8: per-connection or per-process tokens cause TooManyProviderTokenUpdates).
 //
 // Schedule, on the injected wall clock:
 // - a token is re-signed when it is 50 minutes old or older, checked whenever it is read;

@@ -1,6 +1,6 @@
 // ES256 (ECDSA P-256 with SHA-256, RFC 7518 §3.4) over OpenSSL 3, for the provider token (§1.8).
 // OpenSSL signs in DER (SEQUENCE of two INTEGERs); JWS wants the raw 64-byte R‖S, so signing
-// converts DER → R‖S (d2i_ECDSA_SIG, BN_bn2binpad) and verification converts back (design.md 6).
+// converts DER → R‖S (d2i_ECDSA_SIG, BN_bn2binpad) and verification converts back (docs/DESIGN.md §6).
 // Error messages name the key's source (a file name) and never include key bytes.
 
 import COpenSSL

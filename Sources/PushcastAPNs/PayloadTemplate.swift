@@ -1,5 +1,5 @@
 // The APNs payload template: compiled once from JSON text, rendered per row by copying literal
-// chunks and splicing JSON-escaped column bytes (design.md 6: per-row JSON serialisation costs
+// chunks and splicing JSON-escaped column bytes (docs/DESIGN.md §6: per-row JSON serialisation costs
 // 4-26 µs; this costs well under one).
 //
 // Rules:

@@ -1,5 +1,5 @@
 // Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter";
-// Firebase's scale guide asks for jittered backoff to avoid retry amplification, protocol-facts
+// Firebase's scale guide asks for jittered backoff to avoid retry amplification, docs/PROTOCOL.md
 // §2.5). Pure arithmetic on an injected random source, so a seeded simulation replays exactly.
 
 import PushcastCore

@@ -1,7 +1,7 @@
 // PushcastCommandLine: a small, dependency-free argument parser for the pushcast CLI.
 //
 // swift-argument-parser cannot be fetched here, so this module keeps its conventions with far
-// less machinery (docs: design.md section 4):
+// less machinery (docs/DESIGN.md §4):
 //   - subcommands (`CommandGroup`), each with `--help` / `-h`;
 //   - long options written `--kebab-case`, values as `--name value` or `--name=value`;
 //   - short options `-n 100`, `-n100`, and bundled boolean flags `-vq`;

@@ -1,6 +1,6 @@
 // PushcastCore: value types shared by every layer, with no I/O of their own.
 // Time and randomness are injected through the protocols below so that JWT issue times, token
-// buckets, backoff jitter and deadlines can be driven by tests and simulations (design.md 2.7).
+// buckets, backoff jitter and deadlines can be driven by tests and simulations (docs/DESIGN.md §2.7).
 
 /// A monotonic clock in nanoseconds. The real one lives in the reactor (it reads CLOCK_MONOTONIC);
 /// tests use `ManualClock`.

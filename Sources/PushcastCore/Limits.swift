@@ -1,4 +1,4 @@
-/// Every bound in one place, sized at start-up (design.md 2.4). The relations between them are
+/// Every bound in one place, sized at start-up (docs/DESIGN.md §2.4). The relations between them are
 /// checked by `validate()`, which the CLI calls before anything starts.
 public struct Limits: Sendable, Equatable {
     /// Connections per provider (or per `bench` run).

@@ -45,7 +45,7 @@ public enum ProviderID: String, Sendable, CaseIterable, Hashable {
 }
 
 /// How one input row ended. Every row ends in exactly one outcome, which is what the results
-/// file records (design.md 2.9).
+/// file records (docs/DESIGN.md §2.9).
 public enum OutcomeKind: String, Sendable, CaseIterable, Hashable {
     /// The provider accepted the notification.
     case delivered

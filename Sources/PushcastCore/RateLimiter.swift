@@ -1,5 +1,5 @@
-// Per-provider rate limiting (design.md 2.4 and 2.7): a token bucket shared by all worker threads
-// of one provider, adaptive on the provider's throttle signal (FCM 429, protocol-facts §2.5 and
+// Per-provider rate limiting (docs/DESIGN.md §2.4 and §2.7): a token bucket shared by all worker threads
+// of one provider, adaptive on the provider's throttle signal (FCM 429, docs/PROTOCOL.md §2.5 and
 // §2.9: "clients should self-throttle"), pausable for Retry-After. Nothing here reads a clock:
 // every call passes the caller's `now` in nanoseconds, so tests and the seeded simulation drive it
 // on numbers, without sleeping.

@@ -1,5 +1,5 @@
 // The FCM message template (`--fcm-payload FILE`): a JSON template for the HTTP v1 `message`
-// object (protocol-facts §2.1) with `{{column}}` placeholders inside string values, exactly as the
+// object (docs/PROTOCOL.md §2.1) with `{{column}}` placeholders inside string values, exactly as the
 // APNs `PayloadTemplate`. It is built on PayloadTemplate rather than beside it: the file is
 // compiled once as a PayloadTemplate (JSON validation, placeholder rules and their errors with
 // byte offsets), the FCM rules are checked on its structure, and then the whole request body
@@ -91,7 +91,7 @@ public enum FCMTemplateProblem: Sendable, Equatable, CustomStringConvertible {
 
 /// A compiled FCM message template. Immutable and `Sendable`: compile once, share with every worker.
 public struct FCMMessageTemplate: Sendable {
-    /// FCM's limit for most messages (protocol-facts §2.6, F-ERR). `render` returns the byte count
+    /// FCM's limit for most messages (docs/PROTOCOL.md §2.6, from Firebase's ErrorCode reference). `render` returns the byte count
     /// of the whole rendered message object, token included, so comparing it with this limit is
     /// conservative: FCM counts only the keys and values of the payload.
     public static let messageBytesMax = 4096
@@ -236,7 +236,7 @@ private struct FCMMessageRules {
         }
     }
 
-    /// Reserved by FCM (protocol-facts §2.1: `from`, `message_type`, `google.`, `gcm.notification.`;
+    /// Reserved by FCM (docs/PROTOCOL.md §2.1: `from`, `message_type`, `google.`, `gcm.notification.`;
     /// the whole `gcm.` prefix is refused here, as FCM's legacy documentation did).
     static func isReservedDataKey(_ key: String) -> Bool {
         key == "from" || key == "message_type" || key.hasPrefix("google.") || key.hasPrefix("gcm.")

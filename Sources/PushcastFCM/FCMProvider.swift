@@ -1,4 +1,4 @@
-/// Firebase Cloud Messaging HTTP v1 (protocol-facts.md part 2): constants every part of the
+/// Firebase Cloud Messaging HTTP v1 (docs/PROTOCOL.md §2): constants every part of the
 /// provider shares.
 public enum FCMProvider {
     /// The production host; `--fcm-endpoint` overrides it for mocks.

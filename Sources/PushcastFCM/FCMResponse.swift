@@ -1,5 +1,5 @@
-// FCM answers as values (design.md 2.9): the Google error envelope reader, the error table
-// (protocol-facts §2.3-§2.5) and the verdict each response leads to. Like the APNs table it is
+// FCM answers as values (docs/DESIGN.md §2.9): the Google error envelope reader, the error table
+// (docs/PROTOCOL.md §2.3-§2.5) and the verdict each response leads to. Like the APNs table it is
 // open-ended: an unknown errorCode is kept (bounded) and classified by its HTTP status, never a
 // crash. Bodies are read defensively: a 502 HTML page, a truncated or hostile JSON body, or one
 // cut at `Limits.responseBodyBytesMax` yields whatever it said before the damage.

@@ -1,5 +1,5 @@
 // A Google service-account key file (the JSON the Firebase console downloads), read at start-up
-// for the OAuth2 flow of FCM HTTP v1 (protocol-facts.md 2.2). The private key stays inside this
+// for the OAuth2 flow of FCM HTTP v1 (docs/PROTOCOL.md §2.2). The private key stays inside this
 // module: it is never part of a description, a mirror or an error message, and errors name the
 // file and the field instead.
 //

@@ -1,4 +1,4 @@
-// FCM registration tokens (protocol-facts §2.1, §2.4). Unlike APNs device tokens they are opaque,
+// FCM registration tokens (docs/PROTOCOL.md §2.1, §2.4). Unlike APNs device tokens they are opaque,
 // case-sensitive strings of no documented alphabet or length (typically ~150-200 characters of
 // `[A-Za-z0-9_:-]`), so normalisation only trims the surrounding ASCII whitespace a CSV or NDJSON
 // field may carry and changes nothing else: never the APNs hex rules (lower-casing would break

@@ -1,4 +1,4 @@
-// Google's OAuth2 flow for service accounts (protocol-facts.md 2.2, RFC 7523): a signed JWT
+// Google's OAuth2 flow for service accounts (docs/PROTOCOL.md §2.2, RFC 7523): a signed JWT
 // assertion is exchanged at the account's `token_uri` for a short-lived access token that FCM
 // sends carry as `authorization: Bearer <token>`.
 //

@@ -1,6 +1,6 @@
 // RS256 (RSASSA-PKCS1-v1_5 with SHA-256, RFC 7518 §3.3) over OpenSSL 3, for the service-account
-// assertion of Google's OAuth2 flow (protocol-facts.md 2.2). Signing costs about 0.9 ms (design.md
-// section 6), so the token source signs once an hour, not per request.
+// assertion of Google's OAuth2 flow (docs/PROTOCOL.md §2.2). Signing costs about 0.9 ms (docs/DESIGN.md
+// §6), so the token source signs once an hour, not per request.
 //
 // Thread safety: an EVP_PKEY is only read after it is loaded, and every signature or verification
 // uses its own EVP_MD_CTX; OpenSSL 3 allows that from several threads at once.

@@ -1,9 +1,9 @@
 // PushcastInput: streaming, constant-memory readers for token exports (CSV and NDJSON).
 //
-// The module is sans-I/O (design.md 2.1): bytes arrive through a `ByteSource` that the caller
+// The module is sans-I/O (docs/DESIGN.md §2.1): bytes arrive through a `ByteSource` that the caller
 // supplies (the reactor module provides files and stdin, tests use `MemoryByteSource`), and the
 // readers never call the kernel themselves. Every buffer is sized at start-up from
-// `TokenFileReaderOptions` (design.md 2.4): a reader holds one fixed buffer of
+// `TokenFileReaderOptions` (docs/DESIGN.md §2.4): a reader holds one fixed buffer of
 // `bufferBytes + lineBytesMax` bytes whatever the input, and a row is a borrowed view into it.
 
 /// Where bytes come from. The reactor module provides a file/stdin implementation; tests use

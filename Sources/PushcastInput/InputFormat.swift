@@ -47,7 +47,7 @@ public struct InputProblem: Error, Sendable, Equatable, CustomStringConvertible 
     }
 }
 
-/// Sizes fixed when a reader starts (design.md 2.4).
+/// Sizes fixed when a reader starts (docs/DESIGN.md §2.4).
 public struct TokenFileReaderOptions: Sendable {
     /// The longest record, in bytes, excluding its final LF (a CR before it counts). A longer one is
     /// one malformed row, and reading resumes at the next newline after the cap.

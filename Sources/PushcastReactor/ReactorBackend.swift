@@ -32,7 +32,7 @@ protocol ReactorBackend: AnyObject {
     func shutdown()
 }
 
-/// What to do when creating an io_uring ring failed (design.md section 6).
+/// What to do when creating an io_uring ring failed (docs/DESIGN.md §6).
 enum URingInitFallback: Equatable {
     case useEpoll(notice: String)
     case fail(description: String)

@@ -1,11 +1,11 @@
-// PushcastReactor: the only target that makes syscalls (design.md section 1).
+// PushcastReactor: the only target that makes syscalls (docs/DESIGN.md §1).
 //
 // One reactor runs on one thread and owns one io_uring ring (or one epoll fd), a fixed slab of
 // socket slots, their staging buffers, a provided-buffer ring and a timer heap. Callers drive it
 // with `poll(timeoutNanoseconds:_:)`, which submits everything staged, waits once, reaps a batch
-// of completions and only then dispatches them as `ReactorEvent`s (design.md 2.3). Every kernel
+// of completions and only then dispatches them as `ReactorEvent`s (docs/DESIGN.md §2.3). Every kernel
 // operation carries op, slot index and slot generation in its `user_data`, so a completion for a
-// slot that has since been closed or reused is dropped (design.md 2.5).
+// slot that has since been closed or reused is dropped (docs/DESIGN.md §2.5).
 
 import Glibc
 

@@ -1,7 +1,7 @@
 // The fixed slab of socket slots shared by both backends: generations, states, file descriptors,
 // peer addresses and the per-slot staging buffers for outgoing bytes.
 //
-// Memory the kernel points into never moves (design.md 2.5): staging buffers and addresses live
+// Memory the kernel points into never moves (docs/DESIGN.md §2.5): staging buffers and addresses live
 // in one mmap reservation made at start-up (pages are committed only when first touched), and a
 // closed slot goes back on the free list only once no operation on it is still in flight.
 

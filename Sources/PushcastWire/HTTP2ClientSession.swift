@@ -3,7 +3,7 @@
 // through `tick`, and what happened comes out of `takeEvents` as values.
 //
 // nghttp2's callbacks capture nothing; they reach this object through `user_data` and only
-// record state and events (design.md 2.3). Per-stream state lives in a fixed slab of slots sized
+// record state and events (docs/DESIGN.md §2.3). Per-stream state lives in a fixed slab of slots sized
 // at init from `Limits.streamsPerConnectionMax`; the slot number travels as nghttp2's stream
 // user data. Active slots are also threaded on a list in submission order: every stream gets the
 // same timeout, so the list head always holds the earliest deadline.
@@ -489,7 +489,7 @@ public final class HTTP2ClientSession {
         }
     }
 
-    // MARK: Callback targets (record and return; design.md 2.3)
+    // MARK: Callback targets (record and return; docs/DESIGN.md §2.3)
 
     fileprivate func readRequestBody(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
                                      flags: UnsafeMutablePointer<UInt32>) -> Int {

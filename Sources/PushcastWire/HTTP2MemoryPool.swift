@@ -3,7 +3,7 @@
 // Why: nghttp2 allocates and frees several small blocks per stream (the stream, its outbound
 // items, the copied header block, map and queue entries). Through glibc that was ~12 % of the
 // client's CPU per request; a free list per size class makes the steady state allocation-free
-// (design.md 2.4, "allocate nothing per notification on the hot path").
+// (docs/DESIGN.md §2.4, "allocate nothing per notification on the hot path").
 //
 // Rules it relies on:
 // - One session, one thread: nghttp2 calls the allocator only from inside the session's own

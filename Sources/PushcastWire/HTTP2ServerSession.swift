@@ -1,6 +1,6 @@
 // HTTP2ServerSession: the server role of HTTP/2 over nghttp2's mem_recv/mem_send, with no I/O.
 // The mock APNs/FCM server and the in-memory tests drive it; the client is tested against it
-// (design.md 1). Requests come out of `takeEvents` once complete; answers go in through
+// (docs/DESIGN.md §1). Requests come out of `takeEvents` once complete; answers go in through
 // `respond` and `refuse`. Per-stream state lives in a fixed slab sized from
 // `Limits.streamsPerConnectionMax`, the value advertised as SETTINGS_MAX_CONCURRENT_STREAMS.
 
@@ -315,7 +315,7 @@ public final class HTTP2ServerSession {
         }
     }
 
-    // MARK: Callback targets (record and return; design.md 2.3)
+    // MARK: Callback targets (record and return; docs/DESIGN.md §2.3)
 
     fileprivate func beginHeaders(_ frame: UnsafePointer<nghttp2_frame>) {
         guard frame.pointee.hd.type == NG.frameHeaders,

@@ -312,7 +312,7 @@ struct HTTP2EventBuffer<Event> {
 // MARK: - Output remainder
 
 /// The part of the last mem_send chunk that did not fit the caller's buffer. nghttp2's pointer
-/// is valid only until the next call (design.md 6), so the remainder is copied here.
+/// is valid only until the next call (docs/DESIGN.md §6), so the remainder is copied here.
 struct HTTP2OutputRemainder {
     private var storage: UnsafeMutablePointer<UInt8>?
     private var capacity = 0

@@ -1,6 +1,6 @@
 // HTTP/2 value types shared by the sans-I/O client and server sessions (HTTP2ClientSession,
 // HTTP2ServerSession). Everything here is a plain value: the sessions record these as events
-// while nghttp2 runs, and the caller drains them afterwards (design.md 2.3).
+// while nghttp2 runs, and the caller drains them afterwards (docs/DESIGN.md §2.3).
 
 #if canImport(Glibc)
 import Glibc
@@ -130,7 +130,7 @@ public enum HTTP2ClientEvent: Sendable {
 /// one record per regular header (name and value lengths as two little-endian UInt32s, then the
 /// name and the value). The server session reuses the same buffers for the next request on the
 /// same stream slot once the caller has let go of this value (copy-on-write), so reporting a
-/// request allocates nothing in the steady state (design.md 2.4). The String properties decode
+/// request allocates nothing in the steady state (docs/DESIGN.md §2.4). The String properties decode
 /// on demand; the byte accessors (`method(is:)`, `withPath`, `withHeader`, `forEachHeader`) do
 /// not allocate.
 public struct HTTP2ServerRequest: Sendable {

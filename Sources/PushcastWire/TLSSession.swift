@@ -10,7 +10,7 @@ import Musl
 #endif
 
 public final class TLSSession {
-    // Not Sendable: one thread drives a session (design.md section 6).
+    // Not Sendable: one thread drives a session (docs/DESIGN.md §6).
 
     private enum State {
         case handshaking

@@ -3,7 +3,7 @@ import PushcastWire
 import XCTest
 
 final class APNsResponseTests: XCTestCase {
-    /// Every (status, reason) of protocol-facts §1.6 and the verdict pushcast gives it.
+    /// Every (status, reason) of docs/PROTOCOL.md §1.6 and the verdict pushcast gives it.
     let table: [(Int, String, APNsVerdict)] = [
         (400, "BadCollapseId", .fail(reason: "BadCollapseId")),
         (400, "BadDeviceToken", .prune(reason: "BadDeviceToken")),

@@ -3,7 +3,8 @@
 // 401, the back-off after a passing failure, the fatal paths and close(). The refresher is a real
 // thread that waits at most 1 s between looks at the clock, so a test moves the clock and then
 // waits (briefly, by polling) for the thread to act; "nothing happened" is proved by watching the
-// thread read the clock twice after the move, never by a fixed sleep.
+// thread read the clock twice after the move (or, once the thread has ended, by the counts it left:
+// only that thread fetches, so they are final), never by a fixed sleep.
 
 import Foundation
 import PushcastCore
@@ -20,16 +21,28 @@ final class FCMAccessTokensTests: XCTestCase {
     // MARK: - Test doubles (also used by FCMWorkloadTests)
 
     /// A monotonic clock that a test moves by hand and the refresher thread reads: atomic, and it
-    /// counts reads so that a test can tell when the refresher has looked at a new time.
+    /// counts reads (and notes which threads read it) so that a test can tell when the refresher
+    /// has looked at a new time, and how many threads look.
     final class SharedClock: MonotonicClock, Sendable {
         private let value: Atomic<UInt64>
         private let readCount = Atomic<Int>(0)
+        private let readers = Mutex<Set<ObjectIdentifier>>([])
 
         init(seconds: Double) { value = Atomic(UInt64(seconds * 1e9)) }
 
         func nowNanoseconds() -> UInt64 {
+            // The reader is noted before the read is counted: a test that sees the count move
+            // also sees who moved it.
+            let reader = ObjectIdentifier(Thread.current)
+            readers.withLock { _ = $0.insert(reader) }
             readCount.add(1, ordering: .sequentiallyConsistent)
             return value.load(ordering: .sequentiallyConsistent)
+        }
+
+        /// How many threads other than the calling one have read the clock so far.
+        var otherReaders: Int {
+            let me = ObjectIdentifier(Thread.current)
+            return readers.withLock { $0.subtracting([me]).count }
         }
 
         /// Moves the clock to `seconds` (never backwards).
@@ -202,10 +215,16 @@ final class FCMAccessTokensTests: XCTestCase {
         XCTAssertTrue(rig.fatal.all.isEmpty)
     }
 
+    /// A refused first token is thrown (not reported through onFatal) and leaves no refresher
+    /// behind: the source is as new, and a later start() fetches generation 1 and starts exactly
+    /// one refresher. Every refresher reads the clock at its first look, so once the clock has
+    /// been read twice after the second start (the new refresher's looks are up to 1 s apart), it
+    /// must have had exactly one reader besides this thread; a refresher left over from the failed
+    /// start would be a second one (and, had it looked before the second start, it would also
+    /// have fetched a token: there was none).
     func testStartThrowsARefusedCredentialAndStartsNoRefresher() throws {
         let rig = try makeRig(lifetimeSeconds: 3600, start: false)
-        let secret = "ya29.must-never-show"
-        rig.endpoint.enqueue(Self.credentialFailure(), .success(OAuthAccessToken(accessToken: secret, expiresInSeconds: 3600)))
+        rig.endpoint.enqueue(Self.credentialFailure())
         let fatal = rig.fatal
         do {
             try rig.tokens.start { fatal.record($0) }
@@ -215,12 +234,23 @@ final class FCMAccessTokensTests: XCTestCase {
             XCTAssertTrue(error.description.contains("invalid_grant"), error.description)
         }
         XCTAssertEqual(rig.tokens.fetchCount, 1)
-        XCTAssertNil(rig.tokens.current(), "no token after a failed start")
-        // No refresher: moving past any refresh time fetches nothing.
-        rig.clock.set(seconds: 100_000)
-        usleep(300_000)
         XCTAssertEqual(rig.endpoint.calls, 1)
+        XCTAssertTrue(rig.endpoint.lastThread === Thread.current, "start() fetches on the caller's thread")
+        XCTAssertNil(rig.tokens.current(), "no token after a failed start")
         XCTAssertTrue(fatal.all.isEmpty, "a failed start reports through its error, not onFatal")
+
+        // Started again: one more fetch, generation 1, and nothing else fetching.
+        try rig.tokens.start { fatal.record($0) }
+        XCTAssertEqual(rig.endpoint.calls, 2)
+        let current = try XCTUnwrap(rig.tokens.current())
+        XCTAssertEqual(current.generation, 1, "the failed start left no generation behind")
+        XCTAssertEqual(current.token, "ya29.token-2")
+        rig.refresherLooked()
+        XCTAssertEqual(rig.clock.otherReaders, 1, "more than one refresher thread reads the clock: the failed start left one behind")
+        XCTAssertEqual(rig.endpoint.calls, 2, "a refresher left by the failed start fetched a token")
+        XCTAssertEqual(rig.tokens.fetchCount, 2)
+        XCTAssertEqual(rig.tokens.current()?.generation, 1)
+        XCTAssertTrue(fatal.all.isEmpty)
     }
 
     func testStartRetriesAPassingFailureOfTheFirstFetch() throws {
@@ -509,12 +539,17 @@ final class FCMAccessTokensTests: XCTestCase {
         XCTAssertTrue(message.hasPrefix("cannot renew the FCM access token: "), message)
         XCTAssertTrue(message.contains("invalid_grant: Invalid JWT Signature."), message)
         let thread = try XCTUnwrap(rig.endpoint.lastThread)
-        XCTAssertTrue(Self.eventually { thread.isFinished }, "the refresher thread ended")
+        XCTAssertFalse(thread === Thread.current, "the refresh ran on the refresher thread")
+        // Before the thread is seen to end: a 401 now stops the worker and sets off no fetch, and
+        // the token is past its refresh time and its expiry (a thread that kept going would fetch).
         XCTAssertEqual(rig.tokens.rejected(generation: 1), .stop(message), "workers that see a 401 now stop")
         rig.clock.set(seconds: 5000)
-        usleep(200_000)
-        XCTAssertEqual(rig.endpoint.calls, 2)
+        XCTAssertTrue(Self.eventually { thread.isFinished }, "the refresher thread did not end")
+        // The only thread that fetches has ended: these counts are final.
+        XCTAssertEqual(rig.endpoint.calls, 2, "a refused credential is not asked again")
+        XCTAssertEqual(rig.tokens.fetchCount, 2)
         XCTAssertEqual(rig.fatal.all.count, 1, "onFatal is called once")
+        XCTAssertNil(rig.tokens.current(), "expired, and nothing replaces it")
     }
 
     /// A token endpoint that keeps failing for passing reasons is fatal only once the token has
@@ -537,17 +572,22 @@ final class FCMAccessTokensTests: XCTestCase {
         XCTAssertNil(rig.tokens.current(), "expired")
     }
 
+    /// close() ends the refresher thread, and no fetch comes after it: the clock is moved past the
+    /// next refresh and the expiry before the thread is seen to end, and once it has ended (only it
+    /// fetches) the counts are final.
     func testCloseEndsTheRefresherThread() throws {
         let rig = try makeRig(lifetimeSeconds: 100)
         rig.clock.set(seconds: 1090)
         rig.waitForGeneration(2)
         let thread = try XCTUnwrap(rig.endpoint.lastThread)
         XCTAssertFalse(thread.isFinished)
+        rig.refresherLooked()  // back in its wait, with nothing due
+        XCTAssertEqual(rig.endpoint.calls, 2)
         rig.tokens.close()
-        XCTAssertTrue(Self.eventually { thread.isFinished }, "close() did not end the refresher")
         rig.clock.set(seconds: 10_000)
-        usleep(200_000)
+        XCTAssertTrue(Self.eventually { thread.isFinished }, "close() did not end the refresher")
         XCTAssertEqual(rig.endpoint.calls, 2, "no fetch after close()")
-        XCTAssertTrue(rig.fatal.all.isEmpty)
+        XCTAssertEqual(rig.tokens.fetchCount, 2)
+        XCTAssertTrue(rig.fatal.all.isEmpty, "close() is not a fatal error")
     }
 }

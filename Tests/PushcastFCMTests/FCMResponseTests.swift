@@ -4,7 +4,7 @@ import PushcastWire
 import XCTest
 
 final class FCMResponseTests: XCTestCase {
-    /// A Google error envelope as FCM sends it (protocol-facts §2.3).
+    /// A Google error envelope as FCM sends it (docs/PROTOCOL.md §2.3).
     private func envelope(code: Int, status: String?, message: String?, errorCode: String?, violations: [String] = []) -> String {
         var details: [String] = []
         if let errorCode {
@@ -34,7 +34,7 @@ final class FCMResponseTests: XCTestCase {
         let errorCode: String?
     }
 
-    /// Every row of protocol-facts §2.3 (ErrorCode table) and §2.4 (which results prune), plus the
+    /// Every row of docs/PROTOCOL.md §2.3 (ErrorCode table) and §2.4 (which results prune), plus the
     /// fallbacks.
     private var table: [Row] {
         let badToken = "The registration token is not a valid FCM registration token"

@@ -1,4 +1,4 @@
-// Shared helpers for the real-kernel reactor tests (design.md 2.8, fourth layer): every scenario
+// Shared helpers for the real-kernel reactor tests (docs/DESIGN.md §2.8, fourth layer): every scenario
 // runs on io_uring with multishot recv, io_uring with single-shot recv, and epoll.
 
 import Glibc

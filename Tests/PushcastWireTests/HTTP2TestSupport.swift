@@ -1,5 +1,5 @@
 // In-memory harness for the HTTP/2 session tests: a client and a server session joined by a pump
-// that moves bytes both ways until neither has anything to say (design.md 2.8, second layer).
+// that moves bytes both ways until neither has anything to say (docs/DESIGN.md §2.8, second layer).
 // A frame scanner watches each direction so that tests can assert what went on the wire.
 
 import CNGHTTP2

@@ -1,5 +1,5 @@
 // In-memory client-to-server TLS: both roles of TLSSession pumped against each other, no sockets
-// (design.md section 2.8, second layer).
+// (docs/DESIGN.md §2.8, second layer).
 import COpenSSL
 import XCTest
 @testable import PushcastWire

@@ -3,7 +3,7 @@
 // CURing: liburing 2.3 for Swift, plus the few wrappers Swift cannot import directly.
 //
 // liburing.h defines _GNU_SOURCE/_XOPEN_SOURCE before it includes libc headers; including
-// <features.h> first keeps Glibc's fd_set consistent with Foundation's (design.md section 6).
+// <features.h> first keeps Glibc's fd_set consistent with Foundation's (docs/DESIGN.md §6).
 #include <features.h>
 #include <liburing.h>
 #include <stdint.h>
