@@ -232,6 +232,7 @@ final class CampaignLoop {
     private func reserveRoom() -> Bool {
         let rows = crew.outstandingMax + Self.rowsPerTurn * feeds.count
         guard let full = sinks.first(where: { !$0.reserve(rows: rows) }) else { return true }
+        if interruptedBecause == nil { interruptedBecause = "the disk is full: resumable with send --resume once there is room" }
         outcomes.stop(reason: "the disk is full: cannot reserve space for \(rows) more outcomes in \(full.name); "
             + "stopped sending, every notification already sent is recorded")
         return false
