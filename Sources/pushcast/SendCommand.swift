@@ -129,6 +129,9 @@ enum SendCommand {
         // A stop signal while planning (the first read of a big file takes seconds) ends the run
         // before anything is sent: interrupted, resumable.
         if sending { StopSignals.install() }
+        if sending && parsed.flag("resume") && parsed.positional("file") == "-" {
+            throw CommandFailure("--resume needs the input file again, and stdin cannot be read twice: save the export to a file")
+        }
         let plan: Plan
         do { plan = try makePlan(parsed) } catch is Interrupted { return interruptedBeforeSending() }
         if !sending { return try check(plan, parsed) }
@@ -598,6 +601,14 @@ enum SendCommand {
                         ?? "; give it in an environment variable named with --apns-cert-password-env VAR"
                 }
                 throw CommandFailure(text)
+            }
+            if let own = tls.ownCertificate {
+                // Said before connecting: APNs refuses the first in the handshake, and answers the
+                // second BadTopic unless the certificate lists the topic among others.
+                if let problem = own.verificationError { Console.error("pushcast: warning: --apns-cert: \(problem)") }
+                if let uid = own.subjectUID, settings.headers.topic != uid && !settings.headers.topic.hasPrefix(uid + ".") {
+                    Console.error("pushcast: warning: --apns-topic \(settings.headers.topic) is not the certificate's topic (subject UID \(uid))")
+                }
             }
             let connections = try parsed.int("connections", default: 4, range: 1...1024)
             let apnsClient = try client(try endpoint(parsed), tls: tls, connections: connections,

@@ -15,9 +15,6 @@ extension SendCommand {
         let fingerprint = CampaignFingerprint(campaign: plan.campaign, input: plan.inputFingerprint, templates: plan.templatesFingerprint,
                                               providers: plan.renderings.keys.map(\.rawValue).sorted().joined(separator: ","),
                                               resultsFormat: output.resultsFormat.rawValue)
-        if parsed.resume && plan.inputPath == "-" {
-            throw CommandFailure("--resume needs the input file again, and stdin cannot be read twice: save the export to a file")
-        }
         let file: JournalFile
         let journalBytes: [UInt8]
         let resultsBytes: [UInt8]?

@@ -172,4 +172,97 @@ final class CrashSafetyTests: XCTestCase {
         XCTAssertEqual(statuses.last, 0, "\(statuses)")
         print("crash matrix (SIGTERM x10): exit statuses \(statuses)")
     }
+
+    // MARK: - Refusals
+
+    private func smallCampaign() throws -> (args: [String], mock: SendTests.Mock, payload: String) {
+        // 2,000 rows at about 1,000 a second (one connection, 50 streams, 50 ms answers): a
+        // signal after 0.8 s finds it sending.
+        let input = try writeInput(rows: 2000, seed: 3)
+        let payload = directory + "/payload.json"
+        try #"{"aps":{"alert":"hi {{device_id}}"}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+        let mock = try SendTests.Mock(directory: directory, extra: ["--latency-ms", "50"])
+        return (arguments(input, mock, payload: payload) + ["--connections", "1", "--streams", "50"], mock, payload)
+    }
+
+    func testAResumeOfAnotherCampaignIsRefusedBeforeSending() throws {
+        let (args, mock, payload) = try smallCampaign()
+        defer { _ = mock.stop() }
+        XCTAssertEqual(try interrupt(args, after: 0.8, signal: SIGTERM), 3)
+        let sentBefore = mock.log.count
+        // Another campaign id, another template, another input: each refused, naming it, nothing sent.
+        var otherCampaign = args
+        otherCampaign.append(contentsOf: ["--campaign", "another"])
+        try #"{"aps":{"alert":"bye {{device_id}}"}}"#.write(toFile: directory + "/other.json", atomically: true, encoding: .utf8)
+        var otherTemplate = args
+        otherTemplate[otherTemplate.firstIndex(of: payload)!] = directory + "/other.json"
+        let input = args[1]
+        var changed = try String(contentsOfFile: input, encoding: .utf8)
+        changed += "d9999,\(String(repeating: "ab", count: 32))\n"
+        try changed.write(toFile: directory + "/changed.csv", atomically: true, encoding: .utf8)
+        var otherInput = args
+        otherInput[1] = directory + "/changed.csv"
+        otherInput[otherInput.firstIndex(of: directory + "/results.ndjson")!] = directory + "/results.ndjson"
+        for (what, arguments) in [("campaign id", otherCampaign), ("templates", otherTemplate)] {
+            let run = try runPushcast(arguments, seconds: 60)
+            XCTAssertEqual(run.status, 2, "\(what): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains(what), "\(what): \(run.stderr)")
+        }
+        // The changed input is another file name too (the default campaign id follows the name):
+        // pin the campaign id to see the input's own fingerprint refuse it.
+        let pinned = try runPushcast(otherInput + ["--campaign", "pinned"], seconds: 60)
+        XCTAssertEqual(pinned.status, 2, pinned.stderr)
+        XCTAssertEqual(mock.log.count, sentBefore, "a refused resume sent something")
+        // The right command line still resumes and finishes.
+        XCTAssertEqual(try runPushcast(args, seconds: 120).status, 0)
+    }
+
+    func testATornLastLineResumesAndADamagedMiddleLineIsNamed() throws {
+        let (args, mock, _) = try smallCampaign()
+        defer { _ = mock.stop() }
+        XCTAssertEqual(try interrupt(args, after: 0.8, signal: SIGTERM), 3)
+        let path = directory + "/results.ndjson"
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        XCTAssertGreaterThan(text.count, 100)
+        // A crash in the middle of a write: half a line at the end.
+        let torn = text + "{\"row\":77777,\"id\":\"d"
+        try torn.write(toFile: path, atomically: false, encoding: .utf8)
+        XCTAssertEqual(try runPushcast(args, seconds: 120).status, 0)
+        XCTAssertEqual(try checkOutcomes(unknownAllowed: false).unknown, 0)
+        // Damage in the middle is not a crash's doing: refused, naming the line.
+        text = try String(contentsOfFile: path, encoding: .utf8)
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        lines[4] = "garbage"
+        try lines.joined(separator: "\n").write(toFile: path, atomically: false, encoding: .utf8)
+        let damaged = try runPushcast(args, seconds: 60)
+        XCTAssertEqual(damaged.status, 2, damaged.stderr)
+        XCTAssertTrue(damaged.stderr.contains("results.ndjson:5"), damaged.stderr)
+    }
+
+    func testASecondSenderOfTheSameCampaignStopsAtOnce() throws {
+        let (args, mock, _) = try smallCampaign()
+        defer { _ = mock.stop() }
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        first.arguments = args
+        first.standardOutput = FileHandle.nullDevice
+        first.standardError = FileHandle.nullDevice
+        try first.run()
+        defer { if first.isRunning { first.terminate() }; first.waitUntilExit() }
+        // Wait until the first holds the journal (it exists once the first read is done).
+        let deadline = Date().addingTimeInterval(20)
+        while !FileManager.default.fileExists(atPath: directory + "/results.ndjson.journal") && Date() < deadline { usleep(10_000) }
+        let started = Date()
+        let second = try runPushcast(args, seconds: 30)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "the second sender took long to stop")
+        XCTAssertEqual(second.status, 2, second.stderr)
+        XCTAssertTrue(second.stderr.contains("another pushcast (pid \(first.processIdentifier))"), second.stderr)
+    }
+
+    func testStdinCannotBeResumed() throws {
+        let run = try runPushcast(["send", "-", "--format", "csv", "--payload", "/dev/null", "--apns-topic", "t", "--resume",
+                                   "--apns-key", "/nonexistent", "--apns-key-id", "K", "--apns-team-id", "T"], seconds: 30)
+        XCTAssertEqual(run.status, 2)
+        XCTAssertTrue(run.stderr.contains("stdin cannot be read twice"), run.stderr)
+    }
 }
