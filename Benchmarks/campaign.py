@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def run_send(pushcast, work, tokens, rows, options, key, label):
                 "--apns-endpoint", "https://127.0.0.1:%d" % port, "--ca-file", ca,
                 "--connections", str(options.connections), "--streams", str(options.streams), "--workers", "1",
                 "--results", os.path.join(work, label + ".results.ndjson"), "--prune", os.path.join(work, label + ".prune.csv"),
-                "--summary", os.path.join(work, label + ".summary.json"), "--quiet"]
+                "--summary", os.path.join(work, label + ".summary.json"), "--quiet", "--force"] + options.send_flags
         client = Child(label + "-send", argv, work)
         if not client.wait(options.timeout):
             raise BenchmarkError("%s: pushcast send ran past %d s" % (label, options.timeout))
@@ -159,6 +160,8 @@ def main(argv):
                         help="run pushcast and h2load this many times each, alternating, and report the medians "
                              "(this machine is noisy: one pair can swing the ratio by 20 %%)")
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--send-flags", type=shlex.split, default=[],
+                        help="extra options for pushcast send, e.g. \"--fsync never\" (the journal's cost)")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "pushcast-bench-data"))
     options = parser.parse_args(argv)
     if not os.path.exists(options.pushcast):

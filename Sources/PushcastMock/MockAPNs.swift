@@ -10,6 +10,28 @@ public enum MockAuthentication: Sendable {
     case none
     /// Verify the ES256 provider token, as APNs does.
     case token(APNsJWTVerifier)
+    /// Certificate auth (`pushcast mock --client-ca`): the TLS handshake has verified the client's
+    /// certificate; the connection's topic and environment come from it, as at APNs, and no
+    /// provider token is checked. The mock plays this environment's host.
+    case certificate(MockAPNsEnvironment)
+}
+
+/// Which APNs host the mock plays for certificate auth: api.push.apple.com (production) or
+/// api.sandbox.push.apple.com (sandbox).
+public enum MockAPNsEnvironment: String, Sendable, CaseIterable {
+    case production
+    case sandbox
+
+    /// The environments a push certificate is good for, by its subject CN, as Apple names them:
+    /// "Apple Development IOS Push Services: <bundle>" is sandbox only, "Apple Production IOS Push
+    /// Services: <bundle>" production only, and the universal "Apple Push Services: <bundle>" both.
+    /// Any other CN (a test certificate) is taken as universal.
+    static func accepted(byCommonName commonName: String?) -> Set<MockAPNsEnvironment> {
+        let name = commonName ?? ""
+        if name.hasPrefix("Apple Development IOS Push Services") { return [.sandbox] }
+        if name.hasPrefix("Apple Production IOS Push Services") { return [.production] }
+        return [.production, .sandbox]
+    }
 }
 
 /// What APNs would answer, before latency and connection effects.
@@ -43,14 +65,15 @@ final class MockSharedState: Sendable {
 }
 
 /// The APNs rules the mock applies to one request: method, path, token shape, headers, payload,
-/// provider token, then the deterministic outcomes by token prefix (`dead`, `bad0`, `5030`,
+/// provider token (or the client certificate's topic and environment), then the deterministic outcomes by token prefix (`dead`, `bad0`, `5030`,
 /// `4290`). Checks run in the order APNs documents them; the first failure answers.
 struct MockAPNsRules {
     let authentication: MockAuthentication
     let shared: MockSharedState
     let wallClock: WallClock
 
-    func evaluate(_ request: HTTP2ServerRequest) -> MockAPNsAnswer {
+    /// `clientCertificate` is the connection's, for certificate auth.
+    func evaluate(_ request: HTTP2ServerRequest, clientCertificate: TLSClientCertificate? = nil) -> MockAPNsAnswer {
         guard request.method(is: "POST") else { return MockAPNsAnswer(status: 405, reason: "MethodNotAllowed") }
         return request.withPath { path -> MockAPNsAnswer in
             guard Self.hasPrefix(path, Self.devicePrefix) else { return MockAPNsAnswer(status: 404, reason: "BadPath") }
@@ -58,12 +81,19 @@ struct MockAPNsRules {
             guard !token.isEmpty else { return MockAPNsAnswer(status: 400, reason: "MissingDeviceToken") }
             guard Self.isDeviceToken(token) else { return MockAPNsAnswer(status: 400, reason: "BadDeviceToken") }
 
-            if case .token(let verifier) = authentication {
-                if let failure = checkHeaders(request) { return failure }
+            switch authentication {
+            case .none:
+                break
+            case .token(let verifier):
+                if let failure = checkHeaders(request, topicRule: .header) { return failure }
                 switch verifier.verify(authorization: request.header("authorization")) {
                 case .valid: break
                 case .rejected(let reason): return MockAPNsAnswer(status: 403, reason: reason.rawValue)
                 }
+                if let failure = checkPayload(request) { return failure }
+            case .certificate(let environment):
+                if let failure = Self.checkCertificate(clientCertificate, environment: environment) { return failure }
+                if let failure = checkHeaders(request, topicRule: .certificate(uid: clientCertificate?.subjectUID)) { return failure }
                 if let failure = checkPayload(request) { return failure }
             }
             return outcome(forToken: token)
@@ -119,19 +149,64 @@ struct MockAPNsRules {
         return (digit | letter) & high == high
     }
 
-    private func checkHeaders(_ request: HTTP2ServerRequest) -> MockAPNsAnswer? {
+    /// A certificate connection's certificate: it verified (a context that admits unverified
+    /// certificates lets others through to here), and it is good for this environment.
+    static func checkCertificate(_ certificate: TLSClientCertificate?, environment: MockAPNsEnvironment) -> MockAPNsAnswer? {
+        guard let certificate, certificate.verificationError == nil else { return MockAPNsAnswer(status: 403, reason: "BadCertificate") }
+        guard MockAPNsEnvironment.accepted(byCommonName: certificate.commonName).contains(environment) else {
+            return MockAPNsAnswer(status: 403, reason: "BadCertificateEnvironment")
+        }
+        return nil
+    }
+
+    /// The topic of a request on a certificate connection: apns-topic when given, which must be
+    /// the certificate's UID (the bundle ID) or the UID with a push type's suffix (Apple's
+    /// universal certificates cover those: `.voip`, `.complication`…); without the header, the
+    /// UID. A certificate without a UID is good for no topic.
+    /// Returns the topic, or the answer refusing the request.
+    static func certificateTopic(header: String?, uid: String?) -> (topic: String?, refusal: MockAPNsAnswer?) {
+        guard let header, !header.isEmpty else {
+            guard let uid, !uid.isEmpty else { return (nil, MockAPNsAnswer(status: 400, reason: "MissingTopic")) }
+            return (uid, nil)
+        }
+        guard let uid, !uid.isEmpty, header.hasPrefix(uid) else { return (nil, MockAPNsAnswer(status: 400, reason: "BadTopic")) }
+        let suffix = header.dropFirst(uid.count)
+        guard suffix.isEmpty || APNsPushType.allCases.contains(where: { !$0.topicSuffix.isEmpty && $0.topicSuffix == suffix }) else {
+            return (nil, MockAPNsAnswer(status: 400, reason: "BadTopic"))
+        }
+        return (header, nil)
+    }
+
+    /// Where a request's topic comes from.
+    enum TopicRule {
+        /// Token auth: apns-topic is required.
+        case header
+        /// Certificate auth: `certificateTopic` with the certificate's UID (nil: it has none).
+        case certificate(uid: String?)
+    }
+
+    private func checkHeaders(_ request: HTTP2ServerRequest, topicRule: TopicRule) -> MockAPNsAnswer? {
         var seen = Set<String>()
         for header in request.headers where header.name.hasPrefix("apns-") || header.name == "authorization" {
             guard seen.insert(header.name).inserted else { return MockAPNsAnswer(status: 400, reason: "DuplicateHeaders") }
         }
-        guard let topic = request.header("apns-topic"), !topic.isEmpty else {
-            return MockAPNsAnswer(status: 400, reason: "MissingTopic")
+        let topic: String
+        switch topicRule {
+        case .certificate(let uid):
+            let (derived, refusal) = Self.certificateTopic(header: request.header("apns-topic"), uid: uid)
+            guard let derived else { return refusal }
+            topic = derived
+        case .header:
+            guard let given = request.header("apns-topic"), !given.isEmpty else {
+                return MockAPNsAnswer(status: 400, reason: "MissingTopic")
+            }
+            topic = given
         }
         var pushType: APNsPushType? = nil
         if let value = request.header("apns-push-type") {
             guard let parsed = APNsPushType(rawValue: value) else { return MockAPNsAnswer(status: 400, reason: "InvalidPushType") }
             pushType = parsed
-            // The topic must carry the push type's suffix (protocol-facts 1.4).
+            // The topic must carry the push type's suffix (docs/PROTOCOL.md §1.4).
             if !parsed.topicSuffix.isEmpty && !topic.hasSuffix(parsed.topicSuffix) {
                 return MockAPNsAnswer(status: 400, reason: "BadTopic")
             }

@@ -1,4 +1,4 @@
-// The FCM HTTP v1 side of the mock (protocol-facts.md part 2), on a port of its own with FCM's
+// The FCM HTTP v1 side of the mock (docs/PROTOCOL.md §2), on a port of its own with FCM's
 // SETTINGS (100 concurrent streams). It plays both Google services a sender talks to:
 // - the OAuth2 token endpoint, `POST /token`: a form body with a service account's RS256
 //   assertion, checked with `OAuthAssertionVerifier`; answers an opaque access token or Google's
@@ -242,7 +242,7 @@ struct MockFCMRules {
             let payloadBytes = Self.payloadBytes(message)
             let limit = message["token"] == nil ? Self.payloadBytesMax / 2 : Self.payloadBytesMax
             guard payloadBytes <= limit else {
-                // FCM's "too big" answer carries no FcmError detail (protocol-facts 2.3).
+                // FCM's "too big" answer carries no FcmError detail (docs/PROTOCOL.md §2.3).
                 throw MockFCMRefusal(.invalidArgument("Message is too big. Limit is \(limit) bytes, got \(payloadBytes).", fcmErrorCode: nil))
             }
             if let token, let answer = outcome(forToken: token) { return (answer, token) }

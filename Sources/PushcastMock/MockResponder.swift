@@ -94,7 +94,7 @@ final class MockResponder: ServerResponder {
         statistics.requests += 1
         if connection.streamsOpenMax > statistics.streamsOpenMax { statistics.streamsOpenMax = connection.streamsOpenMax }
 
-        var answer = rules.evaluate(request)
+        var answer = rules.evaluate(request, clientCertificate: connection.clientCertificate)
         if answer.status == 200, let limiter = rateLimiter, !limiter.admit() {
             answer = MockAPNsAnswer(status: 429, reason: "TooManyRequests")
         }

@@ -26,6 +26,14 @@ public struct MockServerConfiguration: Sendable {
     public var misbehavior: ServerMisbehavior = .none
     /// `--log FILE`: an NDJSON line per request.
     public var logPath: String? = nil
+    /// `--client-ca FILE`: the APNs listener requires a client certificate and verifies it against
+    /// these CAs (certificate auth: pair it with `MockAuthentication.certificate`). The FCM
+    /// listener is unaffected.
+    public var clientCAFile: String? = nil
+    /// `--client-cert-403`: with `clientCAFile`, a client certificate that does not verify
+    /// (expired, another CA) completes the handshake, and its requests are answered 403
+    /// BadCertificate instead.
+    public var admitsUnverifiedClientCertificates = false
     /// `--fcm`: an FCM listener (token endpoint and sends) on a second port, with `workers`
     /// threads of its own.
     public var fcm: MockFCMConfiguration? = nil
@@ -54,33 +62,7 @@ public final class MockServer: @unchecked Sendable {
 
     /// Starts every worker; returns once all of them listen.
     public init(configuration: MockServerConfiguration) throws(MockServerError) {
-        var authorityPEM: String? = nil
-        let tls: TLSContext
-        do {
-            var tlsConfiguration = TLSConfiguration()
-            switch configuration.certificate {
-            case .files(let chain, let key):
-                tlsConfiguration.certificateChainFile = chain
-                tlsConfiguration.privateKeyFile = key
-            case .generated(let directory):
-                let authority = try CertificateFactory.makeAuthority(commonName: "pushcast mock CA")
-                let leaf = try authority.issue(commonName: "localhost", dnsNames: ["localhost"],
-                                               ipAddresses: ["127.0.0.1", "::1"], serverAuth: true, clientAuth: false)
-                let chainPath = directory + "/mock-cert.pem", keyPath = directory + "/mock-key.pem"
-                try writeSecret(leaf.certificatePEM + authority.certificatePEM, to: chainPath)
-                try writeSecret(leaf.privateKeyPEM, to: keyPath)
-                tlsConfiguration.certificateChainFile = chainPath
-                tlsConfiguration.privateKeyFile = keyPath
-                authorityPEM = authority.certificatePEM
-            }
-            tls = try TLSContext(role: .server, configuration: tlsConfiguration)
-        } catch let error as TLSError {
-            throw MockServerError(description: "mock certificate: \(error.description)")
-        } catch let error as MockServerError {
-            throw error
-        } catch {
-            throw MockServerError(description: "mock certificate: \(error)")
-        }
+        let (tls, apnsTLS, authorityPEM) = try Self.makeTLSContexts(configuration)
         authorityCertificatePEM = authorityPEM
         let workers = max(1, configuration.workers)
         board = MockStatisticsBoard(workers: configuration.fcm == nil ? workers : 2 * workers)
@@ -99,7 +81,7 @@ public final class MockServer: @unchecked Sendable {
         let streamsMax = configuration.limits.streamsPerConnectionMax
         let (board, log, behavior) = (board, log, configuration.behavior)
 
-        let serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: tls,
+        let serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: apnsTLS,
                                                       limits: configuration.limits, reactor: configuration.reactor,
                                                       misbehavior: configuration.misbehavior)
         let workerGroup = (threads, stopSignal, failures)
@@ -134,6 +116,43 @@ public final class MockServer: @unchecked Sendable {
             stopSignal.stop()
             threads.join()
             throw error
+        }
+    }
+
+    /// The server's TLS contexts: a plain one (FCM, and APNs without `clientCAFile`) and the APNs
+    /// one, which requires client certificates when `clientCAFile` is set; plus the PEM of the CA
+    /// the mock made, if it made its certificate.
+    private static func makeTLSContexts(_ configuration: MockServerConfiguration) throws(MockServerError)
+        -> (fcm: TLSContext, apns: TLSContext, authorityPEM: String?) {
+        var authorityPEM: String? = nil
+        do {
+            var tlsConfiguration = TLSConfiguration()
+            switch configuration.certificate {
+            case .files(let chain, let key):
+                tlsConfiguration.certificateChainFile = chain
+                tlsConfiguration.privateKeyFile = key
+            case .generated(let directory):
+                let authority = try CertificateFactory.makeAuthority(commonName: "pushcast mock CA")
+                let leaf = try authority.issue(commonName: "localhost", dnsNames: ["localhost"],
+                                               ipAddresses: ["127.0.0.1", "::1"], serverAuth: true, clientAuth: false)
+                let chainPath = directory + "/mock-cert.pem", keyPath = directory + "/mock-key.pem"
+                try writeSecret(leaf.certificatePEM + authority.certificatePEM, to: chainPath)
+                try writeSecret(leaf.privateKeyPEM, to: keyPath)
+                tlsConfiguration.certificateChainFile = chainPath
+                tlsConfiguration.privateKeyFile = keyPath
+                authorityPEM = authority.certificatePEM
+            }
+            let plain = try TLSContext(role: .server, configuration: tlsConfiguration)
+            guard let clientCA = configuration.clientCAFile else { return (plain, plain, authorityPEM) }
+            tlsConfiguration.clientCAFile = clientCA
+            tlsConfiguration.admitsUnverifiedClientCertificates = configuration.admitsUnverifiedClientCertificates
+            return (plain, try TLSContext(role: .server, configuration: tlsConfiguration), authorityPEM)
+        } catch let error as TLSError {
+            throw MockServerError(description: "mock certificate: \(error.description)")
+        } catch let error as MockServerError {
+            throw error
+        } catch {
+            throw MockServerError(description: "mock certificate: \(error)")
         }
     }
 

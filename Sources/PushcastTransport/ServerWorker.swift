@@ -12,6 +12,10 @@ public final class ServerConnectionControl {
     public internal(set) var streamsOpenMax = 0
     let session: HTTP2ServerSession
     public private(set) var goingAway = false
+    /// The client's certificate, once the handshake has completed, when the server's TLS context
+    /// verifies clients (`TLSConfiguration.clientCAFile`); nil otherwise. The mock takes the APNs
+    /// identity (topic, environment) of a certificate connection from it.
+    public internal(set) var clientCertificate: TLSClientCertificate?
 
     init(id: UInt64, session: HTTP2ServerSession) {
         self.id = id
@@ -301,6 +305,11 @@ public final class ServerWorker {
             // goes out); the server carries on.
             closeAfterFlush(c)
             return
+        }
+        if configuration.tls.verifiesClientCertificates && c.control.clientCertificate == nil && c.channel.isHandshakeComplete {
+            // Right after the call that completed the handshake, before any request is handed on.
+            c.control.clientCertificate = configuration.tls.takeClientCertificate()
+                ?? TLSClientCertificate(subjectUID: nil, commonName: nil, verificationError: "no client certificate was recorded")
         }
         if misbehavior != .none && !c.handshakeSeen && c.channel.isHandshakeComplete {
             c.handshakeSeen = true

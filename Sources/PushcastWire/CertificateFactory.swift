@@ -1,6 +1,7 @@
 // CertificateFactory: throw-away certificate authorities and leaf certificates, made in memory
 // with OpenSSL (EC P-256, SHA-256). The mock server and the tests use it so that no private key
-// is ever checked in (design.md section 1, data/).
+// is ever checked in (docs/DESIGN.md §1, data/). A SigningAuthority also issues client
+// certificates of any subject and validity window (APNs push certificates, expired ones) for tests.
 import COpenSSL
 
 public struct CertificateFactory: Sendable {
@@ -30,6 +31,70 @@ public struct CertificateFactory: Sendable {
     }
 }
 
+extension CertificateFactory {
+    /// A CA like `makeAuthority`'s whose private key is kept as PEM in the value, so that a test
+    /// can issue client certificates of any subject and validity from it, at any time: APNs-style
+    /// push certificates (subject UID = bundle ID), expired ones, ones for another topic.
+    public static func makeSigningAuthority(commonName: String) throws(TLSError) -> SigningAuthority {
+        ERR_clear_error()
+        let key = try CertificateBuilding.generateKey()
+        defer { EVP_PKEY_free(key) }
+        let certificate = try CertificateBuilding.makeCertificate(
+            subject: commonName, publicKey: key, issuer: nil, signingKey: key, validDays: 3650,
+            extensions: [
+                (NID_basic_constraints, "critical,CA:TRUE"),
+                (NID_key_usage, "critical,keyCertSign,cRLSign"),
+                (NID_subject_key_identifier, "hash"),
+            ])
+        defer { X509_free(certificate) }
+        return SigningAuthority(certificatePEM: try CertificateBuilding.pem(ofCertificate: certificate),
+                                privateKeyPEM: try CertificateBuilding.pem(ofPrivateKey: key))
+    }
+}
+
+/// A throw-away CA held as PEM text (certificate and unencrypted key): test material only, for
+/// issuing client certificates (`issueClientCertificate`). Made by
+/// `CertificateFactory.makeSigningAuthority`.
+public struct SigningAuthority: Sendable {
+    public let certificatePEM: String
+    /// Unencrypted PKCS#8. Never a real CA's key.
+    public let privateKeyPEM: String
+
+    /// A client certificate (extendedKeyUsage clientAuth) with a new P-256 key, signed by this CA.
+    /// `subject` lists the name's entries by OpenSSL short name, in order, e.g.
+    /// `[("UID", "com.example.app"), ("CN", "Apple Push Services: com.example.app"), ("OU", "TEAM123456"), ("C", "US")]`
+    /// as in Apple's push certificates. The validity window is in seconds relative to now:
+    /// `notBefore: -172_800, notAfter: -86_400` makes a certificate that expired yesterday.
+    public func issueClientCertificate(
+        subject: [(String, String)], notBefore: Int = -3600, notAfter: Int = 30 * 86_400
+    ) throws(TLSError) -> IssuedCertificate {
+        ERR_clear_error()
+        let authorityKey = try TLSCredentials.withUTF8(of: privateKeyPEM) { bytes throws(TLSError) in
+            try TLSCredentials.privateKey(inPEM: bytes, source: "signing authority key", passphrase: nil)
+        }
+        defer { EVP_PKEY_free(authorityKey) }
+        let authority = try TLSCredentials.withUTF8(of: certificatePEM) { bytes throws(TLSError) in
+            try TLSCredentials.certificates(inPEM: bytes, source: "signing authority certificate")
+        }
+        defer { authority.forEach { X509_free($0) } }
+        let leafKey = try CertificateBuilding.generateKey()
+        defer { EVP_PKEY_free(leafKey) }
+        let leaf = try CertificateBuilding.makeCertificate(
+            subject: subject, publicKey: leafKey, issuer: authority[0], signingKey: authorityKey,
+            validity: (notBefore, notAfter),
+            extensions: [
+                (NID_basic_constraints, "critical,CA:FALSE"),
+                (NID_key_usage, "critical,digitalSignature"),
+                (NID_ext_key_usage, "clientAuth"),
+                (NID_subject_key_identifier, "hash"),
+                (NID_authority_key_identifier, "keyid:always"),
+            ])
+        defer { X509_free(leaf) }
+        return IssuedCertificate(certificatePEM: try CertificateBuilding.pem(ofCertificate: leaf),
+                                 privateKeyPEM: try CertificateBuilding.pem(ofPrivateKey: leafKey))
+    }
+}
+
 /// Low-level steps shared by the factory, the authority and issued certificates.
 enum CertificateBuilding {
     /// A new EC P-256 key pair; the caller frees it.
@@ -47,22 +112,39 @@ enum CertificateBuilding {
 
     /// A signed X.509 v3 certificate; the caller frees it. `issuer` nil means self-signed.
     /// Extensions are OpenSSL config strings, added in order (so subjectKeyIdentifier can precede
-    /// authorityKeyIdentifier).
+    /// authorityKeyIdentifier). Valid from an hour ago (slack for clocks that run behind) for
+    /// `validDays`.
     static func makeCertificate(
         subject commonName: String, publicKey: OpaquePointer, issuer: OpaquePointer?, signingKey: OpaquePointer,
         validDays: Int, extensions: [(Int32, String)]
     ) throws(TLSError) -> OpaquePointer {
-        guard !commonName.isEmpty, !commonName.utf8.contains(0) else {
-            throw TLSError(kind: .configuration, description: "certificate common name must be non-empty text")
-        }
         guard validDays >= 1 else { throw TLSError(kind: .configuration, description: "validDays must be at least 1, not \(validDays)") }
+        return try makeCertificate(
+            subject: [("CN", commonName)], publicKey: publicKey, issuer: issuer, signingKey: signingKey,
+            validity: (-3600, validDays * 86_400), extensions: extensions)
+    }
+
+    /// The same with any subject (entries by OpenSSL short name, in order: "UID", "CN", "OU", "O",
+    /// "C") and a validity window in seconds relative to now; a negative offset is in the past, so
+    /// an already expired certificate can be made.
+    static func makeCertificate(
+        subject: [(String, String)], publicKey: OpaquePointer, issuer: OpaquePointer?, signingKey: OpaquePointer,
+        validity: (notBefore: Int, notAfter: Int), extensions: [(Int32, String)]
+    ) throws(TLSError) -> OpaquePointer {
+        guard !subject.isEmpty, subject.allSatisfy({ !$0.1.isEmpty && !$0.1.utf8.contains(0) }) else {
+            throw TLSError(kind: .configuration, description: "certificate subject entries must be non-empty text")
+        }
+        guard validity.notAfter > validity.notBefore else {
+            throw TLSError(kind: .configuration, description: "a certificate's notAfter must come after its notBefore")
+        }
+        let label = subject.map { "\($0.0)=\($0.1)" }.joined(separator: ", ")
         guard let certificate = X509_new() else { throw failure("cannot allocate a certificate") }
         do throws(TLSError) {
-            try fill(certificate, commonName: commonName, publicKey: publicKey, issuer: issuer, validDays: validDays)
+            try fill(certificate, subject: subject, publicKey: publicKey, issuer: issuer, validity: validity)
             for (nid, value) in extensions {
                 try addExtension(nid, value, to: certificate, issuer: issuer ?? certificate)
             }
-            guard X509_sign(certificate, signingKey, EVP_sha256()) > 0 else { throw failure("cannot sign the certificate for '\(commonName)'") }
+            guard X509_sign(certificate, signingKey, EVP_sha256()) > 0 else { throw failure("cannot sign the certificate for '\(label)'") }
             return certificate
         } catch {
             X509_free(certificate)
@@ -71,12 +153,15 @@ enum CertificateBuilding {
     }
 
     private static func fill(
-        _ certificate: OpaquePointer, commonName: String, publicKey: OpaquePointer, issuer: OpaquePointer?, validDays: Int
+        _ certificate: OpaquePointer, subject: [(String, String)], publicKey: OpaquePointer, issuer: OpaquePointer?,
+        validity: (notBefore: Int, notAfter: Int)
     ) throws(TLSError) {
         guard let name = X509_NAME_new() else { throw failure("cannot allocate a name") }
         defer { X509_NAME_free(name) }
-        guard X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, commonName, -1, -1, 0) == 1 else {
-            throw failure("cannot use '\(commonName)' as a common name")
+        for (field, value) in subject {
+            guard X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8, value, -1, -1, 0) == 1 else {
+                throw failure("cannot use '\(value)' as subject \(field)")
+            }
         }
         let issuerName = issuer.map { X509_get_subject_name($0) } ?? name
         let serial = try randomSerial()
@@ -86,10 +171,9 @@ enum CertificateBuilding {
               X509_set_subject_name(certificate, name) == 1,
               X509_set_issuer_name(certificate, issuerName) == 1,
               X509_set_pubkey(certificate, publicKey) == 1,
-              // An hour of slack for clocks that run behind.
-              X509_gmtime_adj(X509_getm_notBefore(certificate), -3600) != nil,
-              X509_gmtime_adj(X509_getm_notAfter(certificate), validDays * 86_400) != nil else {
-            throw failure("cannot fill in the certificate for '\(commonName)'")
+              X509_gmtime_adj(X509_getm_notBefore(certificate), validity.notBefore) != nil,
+              X509_gmtime_adj(X509_getm_notAfter(certificate), validity.notAfter) != nil else {
+            throw failure("cannot fill in the certificate")
         }
     }
 

@@ -28,6 +28,12 @@ public struct TLSConfiguration: Sendable {
     public var privateKeyPassphrase: String? = nil
     /// When set, the server requires a client certificate and verifies it against these CAs.
     public var clientCAFile: String? = nil
+    /// With `clientCAFile`: a client certificate that does not verify (expired, from another CA)
+    /// still completes the handshake, and `TLSClientCertificate.verificationError` says why, so
+    /// that a server can refuse it in its own words (a mock answering 403 BadCertificate, as APNs
+    /// does for some certificates). A client without any certificate is still refused. Off: such
+    /// a handshake fails, which is what every real server here wants.
+    public var admitsUnverifiedClientCertificates: Bool = false
 
     public init() {}
 }

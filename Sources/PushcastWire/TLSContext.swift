@@ -1,13 +1,15 @@
 // TLSContext: one SSL_CTX, built and checked once from a TLSConfiguration, then shared read-only
 // by every TLSSession of that role. All file reading and every configuration error happen here.
 import COpenSSL
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 public final class TLSContext: @unchecked Sendable {
     // @unchecked: the SSL_CTX is fully configured in init and never changed afterwards; OpenSSL
-    // allows concurrent SSL_new and handshakes on a shared, unchanging SSL_CTX.
+    // allows concurrent SSL_new and handshakes on a shared, unchanging SSL_CTX. The one mutable
+    // part, the client-certificate hand-off, is behind a Mutex.
 
     public enum Role: Sendable { case client, server }
 
@@ -20,6 +22,17 @@ public final class TLSContext: @unchecked Sendable {
     let requiresH2: Bool
     /// Server role: the ALPN list in wire format (length-prefixed), read by `selectALPN`.
     fileprivate let alpnServerList: UnsafeMutableRawBufferPointer?
+    /// Server role with `clientCAFile`: every handshake requires and verifies a client
+    /// certificate, and `takeClientCertificate` tells what it was.
+    public let verifiesClientCertificates: Bool
+    /// Client certificates of completed server handshakes, by the thread that completed them,
+    /// until `takeClientCertificate` takes them (see there why by thread).
+    fileprivate let completedHandshakes = Mutex<[pthread_t: TLSClientCertificate]>([:])
+    /// Client role with a client certificate: the certificate it presents, as loaded (subject UID
+    /// and CN), with `verificationError` set when it is outside its validity window now, which a
+    /// server will refuse ("certificate has expired (notAfter Nov 30 15:04:57 2026 GMT)"). Set
+    /// during init only.
+    public private(set) var ownCertificate: TLSClientCertificate?
 
     public init(role: Role, configuration: TLSConfiguration) throws(TLSError) {
         ERR_clear_error()
@@ -32,6 +45,7 @@ public final class TLSContext: @unchecked Sendable {
         self.handle = handle
         self.alpnProtocols = configuration.alpnProtocols
         self.requiresH2 = configuration.alpnProtocols.contains("h2")
+        self.verifiesClientCertificates = role == .server && configuration.clientCAFile != nil
         if role == .server && !wire.isEmpty {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: wire.count, alignment: 1)
             buffer.copyBytes(from: wire)
@@ -100,14 +114,45 @@ public final class TLSContext: @unchecked Sendable {
         }
         try usePEMCredentials(certificateFile: chainFile, privateKeyFile: keyFile, passphrase: configuration.privateKeyPassphrase)
         if let file = configuration.clientCAFile {
-            try trustCertificates(inFile: file, describedAs: "client CA file", asClientCAList: true)
-            SSL_CTX_set_verify(handle, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+            try requireClientCertificates(caFile: file, admittingUnverified: configuration.admitsUnverifiedClientCertificates)
         } else {
             SSL_CTX_set_verify(handle, SSL_VERIFY_NONE, nil)
         }
         if alpnServerList != nil {
             SSL_CTX_set_alpn_select_cb(handle, selectALPN, Unmanaged.passUnretained(self).toOpaque())
         }
+    }
+
+    /// A client certificate is required and verified against the CAs in `caFile`; each completed
+    /// handshake records it for `takeClientCertificate`.
+    private func requireClientCertificates(caFile file: String, admittingUnverified: Bool) throws(TLSError) {
+        try trustCertificates(inFile: file, describedAs: "client CA file", asClientCAList: true)
+        // Admitting: the verify callback accepts whatever failed; the handshake then records why.
+        SSL_CTX_set_verify(handle, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, admittingUnverified ? admitClientCertificate : nil)
+        // Without a session ID context, a client that resumes a session fails its handshake when
+        // the server verifies clients (SSL_R_SESSION_ID_CONTEXT_UNINITIALIZED).
+        let sessionContext = Array("pushcast client certificates".utf8)
+        guard SSL_CTX_set_session_id_context(handle, sessionContext, UInt32(sessionContext.count)) == 1 else {
+            throw failure("cannot set the session ID context")
+        }
+        // The info callback finds this context through the SSL_CTX's app data (ex_data index 0);
+        // every TLSSession keeps its context alive, so an unretained reference is enough.
+        guard SSL_CTX_set_ex_data(handle, 0, Unmanaged.passUnretained(self).toOpaque()) == 1 else {
+            throw failure("cannot attach the context to its SSL_CTX")
+        }
+        SSL_CTX_set_info_callback(handle, recordClientCertificate)
+    }
+
+    /// Server role with `clientCAFile`: the client certificate of the handshake that completed
+    /// last on the calling thread, taken once (nil until another handshake completes there).
+    /// Call it as soon as the call that completed a session's handshake returns (the one after
+    /// which `isHandshakeComplete` turned true), before driving any other session on the thread.
+    ///
+    /// Why by thread: a TLSSession keeps its SSL to itself, and a server handshake completes
+    /// inside one SSL_do_handshake call on the thread that drives the session; the callback that
+    /// sees the certificate runs within that call, so the thread's latest entry is that session's.
+    public func takeClientCertificate() -> TLSClientCertificate? {
+        completedHandshakes.withLock { $0.removeValue(forKey: pthread_self()) }
     }
 
     /// Adds every certificate in a PEM file to the trust store, and for a server also to the list
@@ -163,6 +208,7 @@ public final class TLSContext: @unchecked Sendable {
             remaining.removeFirst()
         }
         guard SSL_CTX_use_PrivateKey(handle, key) == 1 else { throw failure("cannot use the private key from \(source)") }
+        if role == .client { ownCertificate = TLSClientCertificate(loaded: certificate) }
     }
 
     /// A `.configuration` error carrying whatever OpenSSL queued, with the queue emptied.
@@ -184,6 +230,84 @@ public final class TLSContext: @unchecked Sendable {
         return wire
     }
 }
+
+/// What a server learned of its client's certificate in a completed handshake
+/// (`TLSContext.takeClientCertificate`).
+public struct TLSClientCertificate: Sendable, Equatable {
+    /// The subject's UID (OID 0.9.2342.19200300.100.1.1): the bundle ID in Apple's push
+    /// certificates.
+    public var subjectUID: String?
+    /// The subject's CN ("Apple Push Services: com.example.app").
+    public var commonName: String?
+    /// Nil when the certificate verified against the client CAs; else why not, in OpenSSL's
+    /// words ("certificate has expired"). Only a context that admits unverified client
+    /// certificates completes such a handshake.
+    public var verificationError: String?
+
+    public init(subjectUID: String?, commonName: String?, verificationError: String? = nil) {
+        self.subjectUID = subjectUID
+        self.commonName = commonName
+        self.verificationError = verificationError
+    }
+
+    /// The peer certificate of a server-side SSL whose handshake has just completed.
+    fileprivate init(peerOf ssl: OpaquePointer) {
+        let result = SSL_get_verify_result(ssl)
+        verificationError = result == X509_V_OK ? nil : String(cString: X509_verify_cert_error_string(result))
+        guard let certificate = SSL_get0_peer_certificate(ssl) else {
+            verificationError = verificationError ?? "no client certificate"
+            return
+        }
+        let name = X509_get_subject_name(certificate)
+        subjectUID = Self.entry(NID_userId, of: name)
+        commonName = Self.entry(NID_commonName, of: name)
+    }
+
+    /// A certificate as loaded for presenting: its subject, and whether it is outside its validity
+    /// window now (the only check that can be made without the server's trust store).
+    fileprivate init(loaded certificate: OpaquePointer) {
+        let name = X509_get_subject_name(certificate)
+        subjectUID = Self.entry(NID_userId, of: name)
+        commonName = Self.entry(NID_commonName, of: name)
+        func text(_ time: UnsafePointer<ASN1_TIME>?) -> String {
+            (try? CertificateBuilding.writingPEM { ASN1_TIME_print($0, time) }) ?? "?"
+        }
+        if X509_cmp_current_time(X509_get0_notAfter(certificate)) < 0 {
+            verificationError = "certificate has expired (notAfter \(text(X509_get0_notAfter(certificate))))"
+        } else if X509_cmp_current_time(X509_get0_notBefore(certificate)) > 0 {
+            verificationError = "certificate is not yet valid (notBefore \(text(X509_get0_notBefore(certificate))))"
+        }
+        ERR_clear_error()
+    }
+
+    /// The first entry of type `nid` in a name, as UTF-8 text.
+    private static func entry(_ nid: Int32, of name: OpaquePointer?) -> String? {
+        guard let name else { return nil }
+        let index = X509_NAME_get_index_by_NID(name, nid, -1)
+        guard index >= 0, let data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, index)) else { return nil }
+        var utf8: UnsafeMutablePointer<UInt8>? = nil
+        let count = ASN1_STRING_to_UTF8(&utf8, data)
+        guard count >= 0, let utf8 else { return nil }
+        defer { pushcast_OPENSSL_free(utf8) }
+        return String(decoding: UnsafeBufferPointer(start: utf8, count: Int(count)), as: UTF8.self)
+    }
+}
+
+/// `SSL_CTX_set_info_callback`, installed on servers that verify clients: when a handshake
+/// completes, records the client certificate for `TLSContext.takeClientCertificate`, under the
+/// calling thread.
+private func recordClientCertificate(_ ssl: OpaquePointer?, _ event: Int32, _ value: Int32) {
+    guard event & SSL_CB_HANDSHAKE_DONE != 0, let ssl,
+          let raw = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), 0) else { return }
+    let context = Unmanaged<TLSContext>.fromOpaque(raw).takeUnretainedValue()
+    let certificate = TLSClientCertificate(peerOf: ssl)
+    context.completedHandshakes.withLock { $0[pthread_self()] = certificate }
+}
+
+/// `SSL_verify_cb` of a server that admits unverified client certificates
+/// (`TLSConfiguration.admitsUnverifiedClientCertificates`): every certificate passes, and
+/// SSL_get_verify_result still holds the failure, which the handshake records.
+private func admitClientCertificate(_ preverified: Int32, _ store: OpaquePointer?) -> Int32 { 1 }
 
 /// Server ALPN selection (`SSL_CTX_alpn_select_cb_func`): the first of the server's protocols, in
 /// its order of preference, that the client offered. No match is a fatal no_application_protocol

@@ -99,20 +99,54 @@ enum TLSCredentials {
         try withMemoryBIO(over: bytes) { bio throws(TLSError) in
             let key = withPassphrase(passphrase) { PEM_read_bio_PrivateKey(bio, nil, passphraseCallback, $0) }
             guard let key else {
-                let reason = OpenSSLErrorQueue.drain().message()
-                throw TLSError.configuration(
-                    "cannot load private key from \(source): \(reason) (if the key is encrypted, its passphrase is missing or wrong)",
-                    redacting: passphrase)
+                let errors = OpenSSLErrorQueue.drain()
+                let detail = redacted(errors.message(), passphrase)
+                let reason: String
+                if PassphraseFailure.noneGiven.matches(errors) {
+                    reason = "the key is encrypted, and no passphrase was given (\(detail))"
+                } else if PassphraseFailure.wrong.matches(errors) {
+                    reason = "the passphrase is wrong (\(detail))"
+                } else {
+                    reason = "\(detail) (if the key is encrypted, its passphrase is missing or wrong)"
+                }
+                throw TLSError(kind: .configuration, description: "cannot load private key from \(source): \(reason)")
             }
             return key
         }
     }
 
     /// The key, certificate and extra chain certificates of a DER PKCS#12 bundle. The caller frees
-    /// all of them.
+    /// all of them. A bundle encrypted with a legacy algorithm (RC2-40, as Keychain exports the
+    /// certificate) is opened with OpenSSL's legacy provider, loaded on that first need.
     static func pkcs12(
         inDER bytes: UnsafeRawBufferPointer, source: String, passphrase: String
     ) throws(TLSError) -> (key: OpaquePointer, certificate: OpaquePointer, chain: [OpaquePointer]) {
+        var attempt = try openPKCS12(bytes, source: source, passphrase: passphrase)
+        if case .refused(let errors) = attempt, errors.contains(reason: Int32(ERR_R_UNSUPPORTED)), LegacyProvider.isLoaded {
+            attempt = try openPKCS12(bytes, source: source, passphrase: passphrase)
+        }
+        switch attempt {
+        case .opened(let key, let certificate, let chain):
+            return (key, certificate, chain)
+        case .refused(let errors):
+            let detail = redacted(errors.message(or: "no key or certificate in the bundle"), passphrase)
+            let reason: String
+            if PassphraseFailure.wrong.matches(errors) {
+                reason = (passphrase.isEmpty ? "it needs a passphrase, and none was given" : "the passphrase is wrong") + " (\(detail))"
+            } else if errors.contains(reason: Int32(ERR_R_UNSUPPORTED)) {
+                reason = "it is encrypted with an algorithm OpenSSL keeps in its legacy provider (RC2-40, as Keychain exports), "
+                    + "which could not be loaded; re-export it with AES (\(detail))"
+            } else {
+                reason = detail + " (is the passphrase right?)"
+            }
+            throw TLSError(kind: .configuration, description: "cannot open PKCS#12 file \(source): \(reason)")
+        }
+    }
+
+    /// One PKCS12_parse of the bundle; throws only when the bytes are not PKCS#12 at all.
+    private static func openPKCS12(
+        _ bytes: UnsafeRawBufferPointer, source: String, passphrase: String
+    ) throws(TLSError) -> PKCS12Attempt {
         try withMemoryBIO(over: bytes) { bio throws(TLSError) in
             guard let bundle = d2i_PKCS12_bio(bio, nil) else {
                 let reason = OpenSSLErrorQueue.drain().message()
@@ -131,15 +165,20 @@ enum TLSCredentials {
                 OPENSSL_sk_free(stack)
             }
             guard parsed, let key, let certificate else {
-                let reason = OpenSSLErrorQueue.drain().message(or: "no key or certificate in the bundle")
                 EVP_PKEY_free(key)
                 X509_free(certificate)
                 chain.forEach { X509_free($0) }
-                throw TLSError.configuration(
-                    "cannot open PKCS#12 file \(source): \(reason) (is the passphrase right?)", redacting: passphrase)
+                return .refused(OpenSSLErrorQueue.drain())
             }
-            return (key, certificate, chain)
+            return .opened(key: key, certificate: certificate, chain: chain)
         }
+    }
+
+    /// OpenSSL's words with `secret` blanked out, as a last line of defence (OpenSSL does not echo
+    /// passphrases). Only OpenSSL's part is redacted: our own wording ("the passphrase is wrong")
+    /// and the file name stay readable even when the passphrase is a word they contain.
+    private static func redacted(_ openSSLText: String, _ secret: String?) -> String {
+        TLSError.configuration(openSSLText, redacting: secret).description
     }
 
     /// Runs `body` with `passphrase` as a C string for `passphraseCallback`, or nil.
@@ -151,6 +190,46 @@ enum TLSCredentials {
     static func systemErrorText(_ code: Int32) -> String {
         String(cString: strerror(code))
     }
+}
+
+/// What PKCS12_parse made of a bundle: its key, certificate and extra chain certificates (owned
+/// by whoever holds them), or OpenSSL's errors.
+private enum PKCS12Attempt {
+    case opened(key: OpaquePointer, certificate: OpaquePointer, chain: [OpaquePointer])
+    case refused(OpenSSLErrorQueue)
+}
+
+/// Why a passphrase did not open a key or bundle, recognised by OpenSSL's reason strings (the
+/// reason codes alone collide across libraries: bad decrypt is 100 in EVP and in the providers).
+private enum PassphraseFailure {
+    /// The decryption or the PKCS#12 MAC failed: the passphrase is not the one used.
+    case wrong
+    /// The key is encrypted and the callback had no passphrase to give.
+    case noneGiven
+
+    private var reasons: [String] {
+        switch self {
+        case .wrong: return ["bad decrypt", "mac verify failure", "pkcs12 cipherfinal error"]
+        case .noneGiven: return ["bad password read", "unable to get passphrase", "problems getting password"]
+        }
+    }
+
+    func matches(_ errors: OpenSSLErrorQueue) -> Bool {
+        errors.lines.contains { line in reasons.contains { line.contains($0) } }
+    }
+}
+
+/// OpenSSL 3 keeps RC2-40, which Keychain (and OpenSSL 1.x `pkcs12 -export`) use to encrypt the
+/// certificate inside a .p12, in its legacy provider, which is not loaded by default. It is
+/// loaded into the default library context the first time a bundle needs it, keeping the default
+/// provider (retain_fallbacks): it adds old ciphers that can be fetched by name; TLS still offers
+/// only the suites of its cipher lists, none of them legacy.
+private enum LegacyProvider {
+    static let isLoaded: Bool = {
+        let provider = OSSL_PROVIDER_try_load(nil, "legacy", 1)
+        ERR_clear_error()  // a missing module leaves errors; the caller explains instead
+        return provider != nil
+    }()
 }
 
 /// `pem_password_cb`: copies the passphrase passed as user data. With none it fails, so OpenSSL

@@ -92,7 +92,7 @@ enum DemoCommand {
             "--fcm-connections", String(try parsed.int("fcm-connections", default: 4, range: 1...256)),
             "--workers", "1", "--campaign", "demo",
             "--results", out + "/tokens.results.ndjson", "--prune", out + "/tokens.prune.csv",
-            "--summary", out + "/summary.json", "--progress",
+            "--summary", out + "/summary.json", "--progress", "--force",
         ]
         if let io = parsed.value("io") { arguments += ["--io", io] }
         let status: ExitStatus

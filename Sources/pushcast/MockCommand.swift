@@ -32,6 +32,14 @@ enum MockCommand {
                    defaultDescription: "none"),
             .value("auth", metavar: "token|none", help: "token: verify the ES256 provider token and every APNs header, as APNs does, and FCM bearer tokens; none: answer any POST (for h2load), and FCM sends without a bearer",
                    defaultDescription: "token"),
+            .value("client-ca", metavar: "FILE", help: "certificate auth, as APNs: the APNs port requires a client certificate that verifies against the CAs in this PEM file "
+                   + "(a failed check fails the TLS handshake). A connection's topic is its certificate's subject UID (apns-topic must match it, or name it with a push type's suffix, "
+                   + "else 400 BadTopic; without apns-topic the UID is used); a subject CN starting \"Apple Development IOS Push Services\" is good for sandbox only, "
+                   + "\"Apple Production IOS Push Services\" for production only, any other (\"Apple Push Services\") for both, else 403 BadCertificateEnvironment. "
+                   + "No provider token is checked; FCM is unaffected"),
+            .value("apns-environment", metavar: "production|sandbox", help: "with --client-ca: the APNs host the mock plays, for the certificate's environment check",
+                   defaultDescription: "production"),
+            .flag("client-cert-403", help: "with --client-ca: let a client certificate that does not verify (expired, another CA) complete the handshake and answer its requests 403 BadCertificate"),
             .value("apns-public-key", metavar: "FILE", help: "public key (PEM) that provider tokens must verify against"),
             .value("apns-key-id", metavar: "KID", help: "expected key ID (kid)"),
             .value("apns-team-id", metavar: "TEAM", help: "expected team ID (iss)"),
@@ -88,17 +96,8 @@ enum MockCommand {
         }
         configuration.misbehavior = try parsed.choice("misbehave", default: ServerMisbehavior.none)
         configuration.logPath = parsed.value("log")
-        var keyAnnouncement: String? = nil
-        switch try parsed.choice("auth", from: ["token", "none"]) ?? "token" {
-        case "none":
-            configuration.behavior.authentication = .none
-        default:
-            let (verifier, announcement) = try makeVerifier(parsed)
-            configuration.behavior.authentication = .token(verifier)
-            keyAnnouncement = announcement
-        }
-        var checksCredentials = false
-        if case .token = configuration.behavior.authentication { checksCredentials = true }
+        let checksCredentials = try parsed.choice("auth", from: ["token", "none"]) != "none"
+        let keyAnnouncement = try configureAPNsAuthentication(parsed, checksCredentials: checksCredentials, &configuration)
         configuration.fcm = try makeFCMConfiguration(parsed, requiresBearer: checksCredentials)
         let duration = try parsed.duration("duration")
 
@@ -121,11 +120,7 @@ enum MockCommand {
         Console.out("PORT=\(server.port)")
         if let keyAnnouncement { Console.out(keyAnnouncement) }
         if let fcm = server.fcm { Console.out(fcm.announcement) }
-        Console.error("pushcast mock: listening on \(configuration.host):\(server.port) with \(configuration.workers) worker(s), io=\(server.backendKind.rawValue)")
-        if let fcm = server.fcm { Console.error("pushcast mock: FCM (project \(fcm.projectID)) on \(configuration.host):\(fcm.port)") }
-        if configuration.misbehavior != .none {
-            Console.error("pushcast mock: misbehaving on purpose: \(configuration.misbehavior.rawValue)")
-        }
+        describe(server, configuration)
 
         if let duration {
             let components = duration.components
@@ -138,6 +133,46 @@ enum MockCommand {
         Console.out(statistics.json)
         for failure in server.workerFailures { Console.error("pushcast mock: \(failure)") }
         return server.workerFailures.isEmpty ? .success : .stopped
+    }
+
+    /// The stderr lines that say what is listening, and how it behaves.
+    static func describe(_ server: MockServer, _ configuration: MockServerConfiguration) {
+        Console.error("pushcast mock: listening on \(configuration.host):\(server.port) with \(configuration.workers) worker(s), io=\(server.backendKind.rawValue)")
+        if let fcm = server.fcm { Console.error("pushcast mock: FCM (project \(fcm.projectID)) on \(configuration.host):\(fcm.port)") }
+        if let clientCA = configuration.clientCAFile, case .certificate(let environment) = configuration.behavior.authentication {
+            Console.error("pushcast mock: APNs certificate auth (\(environment.rawValue)): client certificates must verify against \(clientCA)")
+        }
+        if configuration.misbehavior != .none {
+            Console.error("pushcast mock: misbehaving on purpose: \(configuration.misbehavior.rawValue)")
+        }
+    }
+
+    /// How the APNs port authenticates: certificate auth with `--client-ca`, else the provider
+    /// token (`--auth token`) or nothing (`--auth none`). Returns the stdout line naming a
+    /// generated key pair, if one was made.
+    static func configureAPNsAuthentication(_ parsed: ParsedArguments, checksCredentials: Bool,
+                                            _ configuration: inout MockServerConfiguration) throws -> String? {
+        guard let clientCA = parsed.value("client-ca") else {
+            for option in ["apns-environment", "client-cert-403"] where parsed.contains(option) {
+                throw parsed.error("--\(option) goes with --client-ca (certificate auth)")
+            }
+            guard checksCredentials else {
+                configuration.behavior.authentication = .none
+                return nil
+            }
+            let (verifier, announcement) = try makeVerifier(parsed)
+            configuration.behavior.authentication = .token(verifier)
+            return announcement
+        }
+        guard checksCredentials else { throw parsed.error("--client-ca is certificate auth; drop --auth none") }
+        for option in ["apns-public-key", "apns-key-id", "apns-team-id", "write-apns-key"] where parsed.contains(option) {
+            throw parsed.error("--\(option) is for provider tokens; with --client-ca the APNs port takes certificates only")
+        }
+        let environment = try parsed.choice("apns-environment", default: MockAPNsEnvironment.production)
+        configuration.behavior.authentication = .certificate(environment)
+        configuration.clientCAFile = clientCA
+        configuration.admitsUnverifiedClientCertificates = parsed.flag("client-cert-403")
+        return nil
     }
 
     /// The FCM listener's settings, when `--fcm` or any `--fcm-*` option asks for one.

@@ -577,39 +577,7 @@ enum SendCommand {
         let active = plan.activeProviders
         var lanes: [ProviderLane] = []
         if let settings = plan.settings, active.contains(.apns) {
-            var tlsConfiguration = caOnly
-            if let certificate = parsed.value("apns-cert") {
-                var passphrase: String? = nil
-                if let variable = parsed.value("apns-cert-password-env") {
-                    guard let value = ProcessInfo.processInfo.environment[variable] else {
-                        throw CommandFailure("--apns-cert-password-env: the environment variable \(variable) is not set")
-                    }
-                    passphrase = value
-                }
-                if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
-                    tlsConfiguration.clientCertificate = .pkcs12(file: certificate, passphrase: passphrase ?? "")
-                } else {
-                    tlsConfiguration.clientCertificate = .pem(certificateFile: certificate, privateKeyFile: certificate, passphrase: passphrase)
-                }
-            }
-            let tls: TLSContext
-            do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch {
-                // A key or bundle the passphrase did not open: say where it came from (its name, never its value).
-                var text = error.description
-                if tlsConfiguration.clientCertificate != nil && text.contains("passphrase") {
-                    text += parsed.value("apns-cert-password-env").map { "; the passphrase was read from $\($0) (--apns-cert-password-env)" }
-                        ?? "; give it in an environment variable named with --apns-cert-password-env VAR"
-                }
-                throw CommandFailure(text)
-            }
-            if let own = tls.ownCertificate {
-                // Said before connecting: APNs refuses the first in the handshake, and answers the
-                // second BadTopic unless the certificate lists the topic among others.
-                if let problem = own.verificationError { Console.error("pushcast: warning: --apns-cert: \(problem)") }
-                if let uid = own.subjectUID, settings.headers.topic != uid && !settings.headers.topic.hasPrefix(uid + ".") {
-                    Console.error("pushcast: warning: --apns-topic \(settings.headers.topic) is not the certificate's topic (subject UID \(uid))")
-                }
-            }
+            let tls = try apnsTLSContext(parsed, caOnly: caOnly, topic: settings.headers.topic)
             let connections = try parsed.int("connections", default: 4, range: 1...1024)
             let apnsClient = try client(try endpoint(parsed), tls: tls, connections: connections,
                                         streams: try parsed.int("streams", default: 1000, range: 1...100_000))
@@ -689,6 +657,50 @@ enum SendCommand {
         Console.error("results: \(output.resultsPath)\nprune:   \(output.prunePath)")
         if let reason = summary.stoppedBecause { Console.error("pushcast: stopped: \(reason)") }
         return ExitStatus(rawValue: summary.exitStatus) ?? .stopped
+    }
+}
+
+extension SendCommand {
+    /// The APNs client's TLS context: the --ca-file trust, plus with `--apns-cert` the certificate
+    /// and key (.p12/.pfx, or PEM holding both) opened with the passphrase from
+    /// `--apns-cert-password-env`. Messages name the variable, never its value; a certificate
+    /// that APNs is bound to refuse (expired, for another topic) is warned about before connecting.
+    static func apnsTLSContext(_ parsed: ParsedArguments, caOnly: TLSConfiguration, topic: String) throws -> TLSContext {
+        var tlsConfiguration = caOnly
+        let variable = parsed.value("apns-cert-password-env")
+        if let certificate = parsed.value("apns-cert") {
+            var passphrase: String? = nil
+            if let variable {
+                guard let value = ProcessInfo.processInfo.environment[variable] else {
+                    throw CommandFailure("--apns-cert-password-env: the environment variable \(variable) is not set")
+                }
+                passphrase = value
+            }
+            if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
+                tlsConfiguration.clientCertificate = .pkcs12(file: certificate, passphrase: passphrase ?? "")
+            } else {
+                tlsConfiguration.clientCertificate = .pem(certificateFile: certificate, privateKeyFile: certificate, passphrase: passphrase)
+            }
+        }
+        let tls: TLSContext
+        do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch {
+            // A key or bundle the passphrase did not open (TLSCredentials says so): say where it came from.
+            var text = error.description
+            if tlsConfiguration.clientCertificate != nil && text.contains("passphrase") {
+                text += variable.map { "; the passphrase was read from $\($0) (--apns-cert-password-env)" }
+                    ?? "; give it in an environment variable named with --apns-cert-password-env VAR"
+            }
+            throw CommandFailure(text)
+        }
+        if let own = tls.ownCertificate {
+            // APNs refuses the first in the handshake, and answers the second BadTopic unless the
+            // certificate lists the topic among others.
+            if let problem = own.verificationError { Console.error("pushcast: warning: --apns-cert: \(problem)") }
+            if let uid = own.subjectUID, topic != uid && !topic.hasPrefix(uid + ".") {
+                Console.error("pushcast: warning: --apns-topic \(topic) is not the certificate's topic (subject UID \(uid))")
+            }
+        }
+        return tls
     }
 }
 

@@ -104,11 +104,15 @@ final class CrashSafetyTests: XCTestCase {
     private func checkOutcomes(unknownAllowed: Bool) throws -> (unknown: Int, delivered: Int) {
         let byRow = try results()
         XCTAssertEqual(byRow.count, kinds.count, "one line per row")
-        var unknown = 0, delivered = 0
+        var unknown = 0, delivered = 0, transportUnknown = 0
+        defer { XCTAssertLessThan(transportUnknown, 100, "rows unknown/ConnectionLost: \(transportUnknown)") }
         for (index, kind) in kinds.enumerated() {
             guard let line = byRow[index + 1] else { XCTFail("row \(index + 1) has no line"); continue }
             let outcome = line["outcome"] as? String
             if outcome == "unknown" && unknownAllowed && line["reason"] as? String == "InterruptedInFlight" { unknown += 1; continue }
+            // A connection the mock drops mid-answer (rare with GOAWAY and latency, interrupted or
+            // not) leaves its requests' fate unknown, truthfully; they are never sent again.
+            if outcome == "unknown" && line["reason"] as? String == "ConnectionLost" { transportUnknown += 1; continue }
             if outcome == "delivered" { delivered += 1 }
             switch kind {
             case .delivered, .retry503, .retry429: XCTAssertEqual(outcome, "delivered", "\(line)")

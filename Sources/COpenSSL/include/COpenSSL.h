@@ -1,7 +1,7 @@
 #ifndef COPENSSL_H
 #define COPENSSL_H
 // COpenSSL: the OpenSSL 3 headers for Swift, plus one-line `pushcast_` wrappers for what the
-// importer cannot see: function-like macros and the `SSL_OP_*` values (design.md section 6).
+// importer cannot see: function-like macros and the `SSL_OP_*` values (docs/DESIGN.md §6).
 // Real functions and plain integer constants import directly and are used as they are.
 #include <stdint.h>
 #include <openssl/ssl.h>
@@ -12,6 +12,8 @@
 #include <openssl/pkcs12.h>
 #include <openssl/ec.h>
 #include <openssl/rand.h>
+// OSSL_PROVIDER_try_load: the legacy provider, for .p12 bundles encrypted with RC2-40 (Keychain exports).
+#include <openssl/provider.h>
 
 // SSL_OP_NO_COMPRESSION is built with the SSL_OP_BIT macro, so it does not import.
 static const uint64_t PUSHCAST_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
@@ -29,6 +31,9 @@ static inline int pushcast_BIO_set_mem_eof_return(BIO *bio, int value) { return 
 // BIO_get_mem_data is a function-like macro over BIO_ctrl.
 static inline long pushcast_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
 
+// OPENSSL_free is a function-like macro over CRYPTO_free (it passes the file and line); it frees
+// the UTF-8 copy ASN1_STRING_to_UTF8 makes of a client certificate's subject entries.
+static inline void pushcast_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
 
 // The apns-id of each row is SHA-256(campaign, 0, token). A state primed with the campaign once
 // is copied and finished per row through OpenSSL's low-level SHA-256 (deprecated in OpenSSL 3
