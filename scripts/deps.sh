@@ -5,9 +5,10 @@
 #   libssl-dev libnghttp2-dev liburing-dev   headers and libraries the C shim targets link
 #   nghttp2-server nghttp2-client            nghttpd and h2load, for end-to-end tests and benchmarks
 #   python3                                  Benchmarks/compare.py
+#   openssl                                  the openssl CLI: certificate-auth tests make .p12 and PEM files with it
 set -euo pipefail
 
-packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client)
+packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
