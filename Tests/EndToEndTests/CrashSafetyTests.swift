@@ -177,6 +177,42 @@ final class CrashSafetyTests: XCTestCase {
         print("crash matrix (SIGTERM x10): exit statuses \(statuses)")
     }
 
+    func testResumingAFinishedCampaignSendsNothingAndRetryUnknownSendsTheUnknown() throws {
+        let (args, mock, _) = try smallCampaign()
+        defer { _ = mock.stop() }
+        XCTAssertEqual(try interrupt(args, after: 0.8, signal: SIGKILL), 128 + SIGKILL)
+        // What a resume would do, touching nothing.
+        let check = try runPushcast(["check"] + args.dropFirst().filter { $0 != "--quiet" }, seconds: 60)
+        XCTAssertTrue(check.stdout.contains("resume: "), check.stdout + check.stderr)
+        let words = check.stdout.split(separator: "\n").first { $0.hasPrefix("resume: ") }?.split(separator: " ") ?? []
+        let finished = words.count > 1 ? Int(words[1]) ?? -1 : -1
+        let unknown = words.count > 4 ? Int(words[4]) ?? -1 : -1
+        XCTAssertGreaterThan(unknown, 0, "a kill leaves rows that may have gone out: \(check.stdout)")
+        XCTAssertLessThanOrEqual(finished + unknown, 2000)
+        // One reservation block (4096 rows) covers the whole file: every row to send is finished
+        // or may have gone out, so none would be sent.
+        XCTAssertTrue(check.stdout.contains("would send: 0 notifications"), check.stdout)
+        // --retry-unknown sends the rows that may have gone out: none is left unknown.
+        XCTAssertEqual(try runPushcast(args + ["--retry-unknown"], seconds: 120).status, 0)
+        XCTAssertEqual(try checkOutcomes(unknownAllowed: false).unknown, 0)
+        // A finished campaign: nothing more is sent (to a second mock, whose log stays empty), and
+        // the exit status is the finished run's.
+        try FileManager.default.createDirectory(atPath: directory + "/second", withIntermediateDirectories: true)
+        let second = try SendTests.Mock(directory: directory + "/second", extra: [])
+        var again = args
+        again[again.firstIndex(of: "https://127.0.0.1:\(mock.port)")!] = "https://127.0.0.1:\(second.port)"
+        again[again.firstIndex(of: mock.caFile)!] = second.caFile
+        let finishedRun = try runPushcast(again, seconds: 120)
+        _ = second.stop()
+        XCTAssertEqual(finishedRun.status, 0, finishedRun.stderr)
+        XCTAssertEqual(second.log.count, 0, "a resume of a finished campaign sent something")
+        // Without --resume, a results file that holds lines is not touched.
+        let fresh = try runPushcast(args.filter { $0 != "--resume" }, seconds: 60)
+        XCTAssertEqual(fresh.status, 2)
+        XCTAssertTrue(fresh.stderr.contains("--resume") && fresh.stderr.contains("--force"), fresh.stderr)
+        XCTAssertEqual(try results().count, 2000)
+    }
+
     // MARK: - Refusals
 
     private func smallCampaign() throws -> (args: [String], mock: SendTests.Mock, payload: String) {
