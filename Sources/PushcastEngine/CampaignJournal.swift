@@ -238,8 +238,9 @@ public final class CampaignDurability {
 
     @inline(__always)
     public func verdict(row: Int, feed: String) -> Verdict {
-        if let recovered, recovered.isFinished(row) { return .skip }
-        if !retryUnknown, let earlier, earlier.mayHaveGoneOut(row: row, feed: feed) { return .unknown }
+        // Optional chaining reads in place: binding `recovered` would copy it (its bit array) per row.
+        if recovered?.isFinished(row) == true { return .skip }
+        if !retryUnknown && earlier?.mayHaveGoneOut(row: row, feed: feed) == true { return .unknown }
         return .send
     }
 }

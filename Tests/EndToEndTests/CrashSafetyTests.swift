@@ -88,15 +88,7 @@ final class CrashSafetyTests: XCTestCase {
     }
 
     private func results() throws -> [Int: [String: Any]] {
-        let text = try String(contentsOfFile: directory + "/results.ndjson", encoding: .utf8)
-        var byRow: [Int: [String: Any]] = [:]
-        for line in text.split(separator: "\n") {
-            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-            let row = try XCTUnwrap(object["row"] as? Int)
-            XCTAssertNil(byRow[row], "row \(row) has two lines")
-            byRow[row] = object
-        }
-        return byRow
+        try resultsByRow(directory + "/results.ndjson")
     }
 
     /// Every row has one line with its expected outcome (or unknown/InterruptedInFlight when

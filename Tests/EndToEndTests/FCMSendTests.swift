@@ -124,15 +124,7 @@ final class FCMSendTests: XCTestCase {
     }
 
     private func results(_ fixture: Fixture) throws -> [Int: [String: Any]] {
-        let text = try String(contentsOfFile: fixture.results, encoding: .utf8)
-        var byRow: [Int: [String: Any]] = [:]
-        for line in text.split(separator: "\n") {
-            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-            let row = try XCTUnwrap(object["row"] as? Int)
-            XCTAssertNil(byRow[row], "row \(row) has two lines")
-            byRow[row] = object
-        }
-        return byRow
+        try resultsByRow(fixture.results)
     }
 
     /// The acceptance run: 50,000 mixed rows; every row exactly one outcome, right per prefix and

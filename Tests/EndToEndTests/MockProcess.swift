@@ -56,3 +56,16 @@ final class MockProcess {
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 }
+
+/// A results file (NDJSON) by row; a row with two lines fails the calling test.
+func resultsByRow(_ path: String) throws -> [Int: [String: Any]] {
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    var byRow: [Int: [String: Any]] = [:]
+    for line in text.split(separator: "\n") {
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let row = try XCTUnwrap(object["row"] as? Int)
+        XCTAssertNil(byRow[row], "row \(row) has two lines")
+        byRow[row] = object
+    }
+    return byRow
+}
