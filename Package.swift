@@ -44,9 +44,12 @@ let package = Package(
             dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
             swiftSettings: hotPath),
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
+        // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
+        .target(name: "PushcastSimulation",
+                dependencies: ["PushcastCore", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
@@ -58,6 +61,7 @@ let package = Package(
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
+        .testTarget(name: "PushcastSimulationTests", dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
     ]
 )

@@ -107,6 +107,13 @@ public final class OutcomeChannel: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Whether outcomes are waiting to be taken.
+    public var hasItems: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !items.isEmpty
+    }
+
     /// Wakes a waiting writer (a worker finished, or space opened in a queue).
     public func nudge() {
         condition.lock()

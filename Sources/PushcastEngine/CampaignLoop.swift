@@ -4,61 +4,41 @@ import PushcastReactor
 import PushcastTransport
 import Synchronization
 
-/// The worker side of a campaign: each lane's threads, each running a `ClientWorker` over its
-/// share of the lane's connections, and what the reader side needs to feed and watch them.
-final class LaneCrew {
+/// The worker side of a campaign over real sockets: each lane's threads, each running a
+/// `ClientWorker` over its share of the lane's connections.
+final class LaneCrew: CampaignCrew {
     let threads = WorkerThreads()
-    private(set) var feeders: [LaneFeeder] = []
-    private var gaugesByLane: [[WorkerGauge]] = []
-    private let lanes: [ProviderLane]
+    let board: LaneBoard
     private let finishedWorkers = SharedCounter()
-    private var workerCount = 0
-    /// Each provider's feeder by the provider's position (no hashing per row).
-    private var feederOf: [LaneFeeder?] = []
-    /// Notifications that can be between the reader and an answer at once: every channel's
-    /// capacity plus every worker's in-flight budget.
-    private(set) var outstandingMax = 0
 
     init(lanes: [ProviderLane], outcomes: OutcomeChannel) {
-        self.lanes = lanes
-        for lane in lanes { start(lane, outcomes) }
-        feederOf = ProviderID.allCases.map { provider in feeders.first { $0.provider == provider } }
+        board = LaneBoard(lanes: lanes)
+        for wiring in board.wirings {
+            for index in wiring.shares.indices { start(wiring, index, outcomes) }
+        }
     }
 
-    private func start(_ lane: ProviderLane, _ outcomes: OutcomeChannel) {
-        // Channels sized from the in-flight budget of each worker.
-        let streams = lane.client.limits.streamsPerConnectionMax
-        let shares = (0..<lane.workers).map { lane.connections / lane.workers + ($0 < lane.connections % lane.workers ? 1 : 0) }
-        let channels = shares.map { NotificationChannel(capacity: max(64, $0 * streams)) }
-        let gauges = shares.map { _ in WorkerGauge() }
-        feeders.append(LaneFeeder(provider: lane.provider, channels: channels))
-        gaugesByLane.append(gauges)
-        workerCount += lane.workers
-        for index in 0..<lane.workers {
-            outstandingMax += channels[index].capacity + shares[index] * streams
-            let (channel, gauge, share, finished) = (channels[index], gauges[index], shares[index], finishedWorkers)
-            threads.start(name: "\(lane.provider.rawValue)-\(index)") {
-                defer {
-                    finished.value.add(1, ordering: .releasing)
-                    outcomes.nudge()
-                }
-                Self.work(lane, index: index, share: share, channel: channel, gauge: gauge, outcomes: outcomes)
+    private func start(_ wiring: LaneWiring, _ index: Int, _ outcomes: OutcomeChannel) {
+        let finished = finishedWorkers
+        threads.start(name: "\(wiring.lane.provider.rawValue)-\(index)") {
+            defer {
+                finished.value.add(1, ordering: .releasing)
+                outcomes.nudge()
             }
+            Self.work(wiring, index: index, outcomes: outcomes)
         }
     }
 
     /// One worker thread's life: its send loop over its connections until the lane is done or
     /// broken; what it still holds is handed to the writer.
-    private static func work(_ lane: ProviderLane, index: Int, share: Int, channel: NotificationChannel, gauge: WorkerGauge,
-                             outcomes: OutcomeChannel) {
+    private static func work(_ wiring: LaneWiring, index: Int, outcomes: OutcomeChannel) {
+        let lane = wiring.lane
         let clock = TurnClock(source: SystemMonotonicClock())
-        let workload = lane.makeWorkload(WorkloadContext(
-            channel: channel, outcomes: outcomes, gauge: gauge, clock: clock,
-            random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index)),
-            inFlightMax: share * lane.client.limits.streamsPerConnectionMax))
+        let workload = lane.makeWorkload(wiring.context(worker: index, outcomes: outcomes, clock: clock,
+                                                        random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index))))
         do throws(TransportError) {
-            let worker = try ClientWorker(configuration: lane.client, connectionCount: share, workload: workload, clock: clock)
-            do { channel.attach(try worker.makeWaker()) } catch {
+            let worker = try ClientWorker(configuration: lane.client, connectionCount: wiring.shares[index], workload: workload, clock: clock)
+            do { wiring.channels[index].attach(try worker.makeWaker()) } catch {
                 outcomes.workerFailed("cannot make a waker: \(error)")
                 return
             }
@@ -70,31 +50,15 @@ final class LaneCrew {
         workload.flush()
     }
 
-    @inline(__always)
-    func feeder(_ provider: ProviderID) -> LaneFeeder? { feederOf[provider.position] }
+    var allFinished: Bool { finishedWorkers.value.load(ordering: .acquiring) == board.workerCount }
 
-    var allFinished: Bool { finishedWorkers.value.load(ordering: .acquiring) == workerCount }
-
-    func closeInput() { for feeder in feeders { feeder.close() } }
-
-    /// Wakes every worker's poll (it then sees the run's stop flags).
-    func wakeAll() { for feeder in feeders { feeder.wake() } }
-
-    func figures() -> [ProgressLine.LaneFigures] {
-        lanes.indices.map { index in
-            let gauges = gaugesByLane[index]
-            return ProgressLine.LaneFigures(provider: lanes[index].provider,
-                                            inFlight: gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
-                                            retries: gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
-        }
+    func awaitOutcomes(_ outcomes: OutcomeChannel, into records: inout [OutcomeRecord], timeoutSeconds: Double) {
+        outcomes.take(into: &records, timeoutSeconds: timeoutSeconds)
     }
 
-    func addRetries(to summary: inout CampaignSummary) {
-        summary.retries = gaugesByLane.joined().reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
-        for (index, lane) in lanes.enumerated() {
-            summary.retriesByProvider[lane.provider] = gaugesByLane[index].reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
-        }
-    }
+    func nowNanoseconds() -> UInt64 { Reactor.nowNanoseconds() }
+
+    func join() { threads.join() }
 }
 
 /// How a run hears that it should stop early: a count of stop signals it polls (injected: the
@@ -118,9 +82,10 @@ public struct Interruption: Sendable {
 /// once, answers as the workers hand them over), and shows progress. Before feeding, it makes
 /// sure the sinks can record every outcome that could then be outstanding: a disk that fills
 /// stops new sends, never the recording of sends already made.
-final class CampaignLoop {
+final class CampaignLoop<Crew: CampaignCrew> {
     private var feeds: [CampaignFeed]
-    private let crew: LaneCrew
+    private let crew: Crew
+    private let board: LaneBoard
     private let outcomes: OutcomeChannel
     private let sinks: [OutcomeSink]
     private let progress: ProgressLine?
@@ -142,9 +107,9 @@ final class CampaignLoop {
     private var coveredBelow: [Int]
     private var lastSync: UInt64
     /// Rows one feed turn may read; the sinks reserve room for these plus all outstanding ones.
-    private static let rowsPerTurn = 8192
+    private static var rowsPerTurn: Int { 8192 }
 
-    init(feeds: [CampaignFeed], crew: LaneCrew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
+    init(feeds: [CampaignFeed], crew: Crew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
          progress: ProgressLine?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
         self.interruption = interruption
         self.durability = durability
@@ -154,12 +119,13 @@ final class CampaignLoop {
         if let durability { summary = durability.summary }
         self.feeds = feeds
         self.crew = crew
+        board = crew.board
         self.outcomes = outcomes
         self.sinks = sinks
         self.progress = progress
         self.log = log
         lastProgress = start
-        feedLanes = feeds.map { feed in feed.preparer.sends.compactMap { crew.feeder($0) } }
+        feedLanes = feeds.map { feed in feed.preparer.sends.compactMap { crew.board.feeder($0) } }
         feedDone = Array(repeating: false, count: feeds.count)
     }
 
@@ -173,17 +139,18 @@ final class CampaignLoop {
             if outcomes.isStopped && !inputDone { closeInput() }
             let allFinished = crew.allFinished
             let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
-            outcomes.take(into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
+            crew.awaitOutcomes(outcomes, into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
+            if crew.hasCrashed { return }
             recordAll()
             flushSinks(final: false)
-            let now = Reactor.nowNanoseconds()
+            let now = crew.nowNanoseconds()
             syncIfDue(now: now)
             if progress != nil, now - lastProgress >= 250_000_000 {
                 lastProgress = now
                 showProgress(summary: summary, last: false)
             }
             if allFinished && inputDone {
-                outcomes.take(into: &drained, timeoutSeconds: 0)
+                crew.awaitOutcomes(outcomes, into: &drained, timeoutSeconds: 0)
                 recordAll()
                 flushSinks(final: true)
                 return
@@ -194,7 +161,7 @@ final class CampaignLoop {
     func showProgress(summary: CampaignSummary, last: Bool) {
         guard let progress else { return }
         let draining = interruptedBecause != nil && !last ? "  draining" : ""
-        log(progress.render(summary: summary, lanes: crew.figures(), now: Reactor.nowNanoseconds()) + draining + (last ? "\n" : ""))
+        log(progress.render(summary: summary, lanes: board.figures(), now: crew.nowNanoseconds()) + draining + (last ? "\n" : ""))
     }
 
     /// The first stop signal stops reading and sending new rows; answers in flight then have the
@@ -203,13 +170,13 @@ final class CampaignLoop {
     private func checkSignals() {
         let count = interruption.signals()
         guard count > 0 else { return }
-        let now = Reactor.nowNanoseconds()
+        let now = crew.nowNanoseconds()
         if interruptedBecause == nil {
             let name = interruption.signalName()
             interruptedBecause = "interrupted by \(name): resumable with send --resume"
             drainDeadline = now &+ interruption.drainNanoseconds
             outcomes.stop(reason: "interrupted by \(name)")
-            crew.closeInput()
+            board.closeInput()
             inputDone = true
             log("\npushcast: \(name): no new sends; waiting up to \(interruption.drainNanoseconds / 1_000_000_000) s for the answers in flight "
                 + "(a second signal stops at once)\n")
@@ -217,20 +184,20 @@ final class CampaignLoop {
         if !abandoned && (count > 1 || now >= drainDeadline) {
             abandoned = true
             outcomes.abandon()
-            crew.wakeAll()
+            board.wakeAll()
             log("pushcast: \(count > 1 ? "second signal" : "drain timeout"): stopping now; requests still in flight are recorded unknown (Interrupted)\n")
         }
     }
 
     private func closeInput() {
         inputDone = true
-        crew.closeInput()
+        board.closeInput()
     }
 
     /// Room in every sink for all the outcomes that may be outstanding after one more feed turn;
     /// when a sink cannot have it, the run stops sending (what is in flight still lands).
     private func reserveRoom() -> Bool {
-        let rows = crew.outstandingMax + Self.rowsPerTurn * feeds.count
+        let rows = board.outstandingMax + Self.rowsPerTurn * feeds.count
         guard let full = sinks.first(where: { !$0.reserve(rows: rows) }) else { return true }
         if interruptedBecause == nil { interruptedBecause = "the disk is full: resumable with send --resume once there is room" }
         outcomes.stop(reason: "the disk is full: cannot reserve space for \(rows) more outcomes in \(full.name); "
@@ -289,7 +256,7 @@ final class CampaignLoop {
                 }
             }
         }
-        crew.feeder(notification.provider)!.add(notification)
+        board.feeder(notification.provider)!.add(notification)
     }
 
     /// Results reach the kernel every 100 ms (a crashed process then loses at most that much),

@@ -96,57 +96,6 @@ public struct CampaignFeed {
     }
 }
 
-/// The reader side of one lane: its channels and the batch being filled.
-final class LaneFeeder {
-    let provider: ProviderID
-    let channels: [NotificationChannel]
-    private var next = 0
-    private var batch: [PreparedNotification] = []
-    private var room = 0
-
-    init(provider: ProviderID, channels: [NotificationChannel]) {
-        self.provider = provider
-        self.channels = channels
-        batch.reserveCapacity(256)
-    }
-
-    /// Whether one more notification fits now. Waits for room for a sizeable batch: many tiny
-    /// batches cost more than they carry.
-    func canAccept() -> Bool {
-        if batch.count < room { return true }
-        flush()
-        for _ in 0..<channels.count {
-            let channel = channels[next]
-            let free = channel.room
-            if free >= min(64, channel.capacity) {
-                room = min(free, 256)
-                return true
-            }
-            next = (next + 1) % channels.count
-        }
-        return false
-    }
-
-    func add(_ notification: PreparedNotification) { batch.append(notification) }
-
-    func flush() {
-        if !batch.isEmpty {
-            channels[next].push(&batch)
-            next = (next + 1) % channels.count
-        }
-        room = 0
-    }
-
-    var isBlocked: Bool { batch.count >= room && channels.allSatisfy { $0.room < min(64, $0.capacity) } }
-
-    func close() {
-        flush()
-        for channel in channels { channel.close() }
-    }
-
-    func wake() { for channel in channels { channel.wake() } }
-}
-
 /// One campaign: the reader (this thread) prepares rows and writes outcomes; each provider lane's
 /// threads run a ClientWorker with a SendWorkload over their share of its connections.
 public final class CampaignRun {
@@ -192,32 +141,53 @@ public final class CampaignRun {
     public func run() throws(CampaignError) -> CampaignSummary {
         let sink = try ResultFilesSink(resultsPath: output.resultsPath, format: output.resultsFormat, prunePath: output.prunePath,
                                        resuming: durability?.recovered != nil, restoredPrune: durability?.restoredPrune)
-        let start = Reactor.nowNanoseconds()
+        return run(sinks: [sink]) { lanes, outcomes in LaneCrew(lanes: lanes, outcomes: outcomes) }
+    }
+
+    /// Runs the campaign with these sinks and the crew `makeCrew` builds: real threads and
+    /// sockets (`run()`), or the simulator's in-memory server and virtual clock.
+    public func run<Crew: CampaignCrew>(sinks: [OutcomeSink], makeCrew: ([ProviderLane], OutcomeChannel) -> Crew) -> CampaignSummary {
         let outcomes = OutcomeChannel()
         started?(outcomes)
-        let crew = LaneCrew(lanes: lanes, outcomes: outcomes)
-        let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: [sink], start: start,
+        let crew = makeCrew(lanes, outcomes)
+        let start = crew.nowNanoseconds()
+        let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: sinks, start: start,
                                 progress: output.progress ? ProgressLine(total: totalRows, start: start) : nil,
                                 interruption: interruption, durability: durability, log: log)
         loop.run()
-        crew.threads.join()
-        var failure: CampaignError? = nil
-        do {
-            try sink.close()
-            if let durability {
-                // Every row this run handed out now has its line: say so, after the lines are durable.
-                if durability.policy != .never { try sink.sync(durable: true) }
-                try durability.journal.markCleanStop()
-            }
-        } catch { failure = error }
+        crew.join()
         var summary = loop.summary
+        if crew.hasCrashed {
+            // A dead process writes nothing more: what its files hold is what a resume finds.
+            summary.stoppedBecause = "crashed"
+            return summary
+        }
+        let failure = finish(sinks)
         summary.resultsPath = output.resultsPath
         summary.prunePath = output.prunePath
-        crew.addRetries(to: &summary)
-        summary.wallSeconds = Double(Reactor.nowNanoseconds() - start) / 1e9
+        crew.board.addRetries(to: &summary)
+        summary.wallSeconds = Double(crew.nowNanoseconds() - start) / 1e9
         summary.stoppedBecause = loop.interruptedBecause ?? outcomes.reasonForStop ?? failure?.description
         summary.interrupted = loop.interruptedBecause != nil
         loop.showProgress(summary: summary, last: true)
+        writeSummary(summary)
+        return summary
+    }
+
+    /// Closes the sinks; with a journal, marks the clean stop once every line is durable.
+    private func finish(_ sinks: [OutcomeSink]) -> CampaignError? {
+        do {
+            for sink in sinks { try sink.close() }
+            if let durability {
+                // Every row this run handed out now has its line: say so, after the lines are durable.
+                if durability.policy != .never { for sink in sinks { try sink.sync(durable: true) } }
+                try durability.journal.markCleanStop()
+            }
+        } catch { return error }
+        return nil
+    }
+
+    private func writeSummary(_ summary: CampaignSummary) {
         if let path = output.summaryPath {
             // A summary that cannot be written (a full disk) is still printed by the caller.
             do {
@@ -228,40 +198,7 @@ public final class CampaignRun {
                 log("pushcast: cannot write the summary to \(path): \(error)\n")
             }
         }
-        return summary
     }
 
 }
 
-/// The progress line on stderr: done/total, rate, ETA, and per provider: done, in flight, retries.
-struct ProgressLine {
-    struct LaneFigures {
-        let provider: ProviderID
-        let inFlight: Int
-        let retries: Int
-    }
-
-    let total: Int?
-    let start: UInt64
-
-    func render(summary: CampaignSummary, lanes: [LaneFigures], now: UInt64) -> String {
-        let done = summary.rows
-        let seconds = max(0.001, Double(now - start) / 1e9)
-        let rate = Double(done) / seconds
-        var line = "\r"
-        if let total, total > 0 {
-            let percent = min(100, Double(done) * 100 / Double(total))
-            line += String(format: "%d/%d rows (%.0f%%)", done, total, percent)
-            let remaining = max(0, total - done)
-            if rate > 0 { line += String(format: "  ETA %.0fs", Double(remaining) / rate) }
-        } else {
-            line += "\(done) rows"
-        }
-        line += String(format: "  %.0f/s", rate)
-        for lane in lanes {
-            let sent = summary.byProvider[lane.provider]?.rows ?? 0
-            line += "  \(lane.provider.rawValue) \(sent) done, \(lane.inFlight) in flight, \(lane.retries) retries"
-        }
-        return line + "   "
-    }
-}

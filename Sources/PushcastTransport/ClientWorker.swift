@@ -269,7 +269,13 @@ public final class ClientWorker {
     }
 
     private func pollTimeout() -> UInt64? {
-        var earliest: UInt64? = workload.nextReadyNanoseconds
+        // A request that is ready only matters while a connection can take it: waking for it with
+        // every connection full, or none open, would spin until an answer or a reconnect.
+        let canSend = connections.contains { c in
+            guard let channel = c.channel, channel.isHandshakeComplete, !c.draining else { return false }
+            return channel.session.canOpenStream
+        }
+        var earliest: UInt64? = canSend ? workload.nextReadyNanoseconds : nil
         if let t = breaker.stallDeadline { earliest = min(earliest ?? t, t) }
         for c in connections {
             if let t = c.reconnectAtNanoseconds { earliest = min(earliest ?? t, t) }

@@ -1,0 +1,190 @@
+import PushcastCore
+import PushcastReactor
+import PushcastTransport
+
+/// The worker side of a campaign, as the reader loop (`CampaignLoop`) sees it: where each
+/// provider's notifications go, how outcomes come back, and what time it is. Two crews exist:
+/// `LaneCrew` runs each lane's worker threads over real sockets; the simulator
+/// (PushcastSimulation) steps the very same workloads against an in-memory server on one thread,
+/// on a virtual clock. docs/ARCHITECTURE.md, "Seams".
+public protocol CampaignCrew: AnyObject {
+    /// The board of lanes: feeders, channels and gauges, built the same way for every crew.
+    var board: LaneBoard { get }
+    /// True once every worker has stopped (its workload exhausted, abandoned, or broken).
+    var allFinished: Bool { get }
+    /// Takes the outcomes that have arrived, waiting up to `timeoutSeconds` (of the crew's clock)
+    /// for the first one.
+    func awaitOutcomes(_ outcomes: OutcomeChannel, into records: inout [OutcomeRecord], timeoutSeconds: Double)
+    /// The crew's monotonic clock (the simulator's is virtual).
+    func nowNanoseconds() -> UInt64
+    /// Waits for the workers to end (after `allFinished`).
+    func join()
+    /// True when the process running the campaign has died (only a simulated crash does this):
+    /// the loop returns at once and the run writes nothing more, as a killed process would.
+    var hasCrashed: Bool { get }
+}
+
+extension CampaignCrew {
+    public var hasCrashed: Bool { false }
+}
+
+/// One lane's wiring, the same for every crew: its workers' shares of the connections, their
+/// channels (sized from each worker's in-flight budget), gauges, and the feeder over the channels.
+/// Worker threads share it: they touch only its constants, channels and gauges (each safe to
+/// share); the feeder is the reader thread's alone.
+public final class LaneWiring: @unchecked Sendable {
+    public let lane: ProviderLane
+    public let shares: [Int]
+    public let channels: [NotificationChannel]
+    public let gauges: [WorkerGauge]
+    public let feeder: LaneFeeder
+
+    init(_ lane: ProviderLane) {
+        self.lane = lane
+        let streams = lane.client.limits.streamsPerConnectionMax
+        shares = (0..<lane.workers).map { lane.connections / lane.workers + ($0 < lane.connections % lane.workers ? 1 : 0) }
+        channels = shares.map { NotificationChannel(capacity: max(64, $0 * streams)) }
+        gauges = shares.map { _ in WorkerGauge() }
+        feeder = LaneFeeder(provider: lane.provider, channels: channels)
+    }
+
+    /// What worker `index`'s workload is made from.
+    public func context(worker index: Int, outcomes: OutcomeChannel, clock: TurnClock, random: RandomSource) -> WorkloadContext {
+        WorkloadContext(channel: channels[index], outcomes: outcomes, gauge: gauges[index], clock: clock, random: random,
+                        inFlightMax: shares[index] * lane.client.limits.streamsPerConnectionMax)
+    }
+
+    /// Notifications that can be between the reader and an answer at once in this lane.
+    var outstandingMax: Int {
+        zip(channels, shares).reduce(0) { $0 + $1.0.capacity + $1.1 * lane.client.limits.streamsPerConnectionMax }
+    }
+}
+
+/// Every lane's wiring, and what the reader loop asks of them.
+public final class LaneBoard {
+    public let wirings: [LaneWiring]
+    /// Each provider's feeder by the provider's position (no hashing per row).
+    private let feederOf: [LaneFeeder?]
+    /// Notifications that can be between the reader and an answer at once: every channel's
+    /// capacity plus every worker's in-flight budget.
+    let outstandingMax: Int
+
+    public init(lanes: [ProviderLane]) {
+        let wirings = lanes.map(LaneWiring.init)
+        self.wirings = wirings
+        feederOf = ProviderID.allCases.map { provider in wirings.first { $0.lane.provider == provider }?.feeder }
+        outstandingMax = wirings.reduce(0) { $0 + $1.outstandingMax }
+    }
+
+    @inline(__always)
+    func feeder(_ provider: ProviderID) -> LaneFeeder? { feederOf[provider.position] }
+
+    public var workerCount: Int { wirings.reduce(0) { $0 + $1.shares.count } }
+
+    func closeInput() { for wiring in wirings { wiring.feeder.close() } }
+
+    /// Wakes every worker's poll (it then sees the run's stop flags).
+    func wakeAll() { for wiring in wirings { wiring.feeder.wake() } }
+
+    func figures() -> [ProgressLine.LaneFigures] {
+        wirings.map { wiring in
+            ProgressLine.LaneFigures(provider: wiring.lane.provider,
+                                     inFlight: wiring.gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
+                                     retries: wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
+        }
+    }
+
+    func addRetries(to summary: inout CampaignSummary) {
+        summary.retries = 0
+        for wiring in wirings {
+            let retries = wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
+            summary.retriesByProvider[wiring.lane.provider] = retries
+            summary.retries += retries
+        }
+    }
+}
+
+/// The reader side of one lane: its channels and the batch being filled.
+public final class LaneFeeder {
+    public let provider: ProviderID
+    let channels: [NotificationChannel]
+    private var next = 0
+    private var batch: [PreparedNotification] = []
+    private var room = 0
+
+    init(provider: ProviderID, channels: [NotificationChannel]) {
+        self.provider = provider
+        self.channels = channels
+        batch.reserveCapacity(256)
+    }
+
+    /// Whether one more notification fits now. Waits for room for a sizeable batch: many tiny
+    /// batches cost more than they carry.
+    func canAccept() -> Bool {
+        if batch.count < room { return true }
+        flush()
+        for _ in 0..<channels.count {
+            let channel = channels[next]
+            let free = channel.room
+            if free >= min(64, channel.capacity) {
+                room = min(free, 256)
+                return true
+            }
+            next = (next + 1) % channels.count
+        }
+        return false
+    }
+
+    func add(_ notification: PreparedNotification) { batch.append(notification) }
+
+    func flush() {
+        if !batch.isEmpty {
+            channels[next].push(&batch)
+            next = (next + 1) % channels.count
+        }
+        room = 0
+    }
+
+    var isBlocked: Bool { batch.count >= room && channels.allSatisfy { $0.room < min(64, $0.capacity) } }
+
+    func close() {
+        flush()
+        for channel in channels { channel.close() }
+    }
+
+    func wake() { for channel in channels { channel.wake() } }
+}
+
+
+/// The progress line on stderr: done/total, rate, ETA, and per provider: done, in flight, retries.
+public struct ProgressLine {
+    public struct LaneFigures {
+        let provider: ProviderID
+        let inFlight: Int
+        let retries: Int
+    }
+
+    let total: Int?
+    let start: UInt64
+
+    func render(summary: CampaignSummary, lanes: [LaneFigures], now: UInt64) -> String {
+        let done = summary.rows
+        let seconds = max(0.001, Double(now - start) / 1e9)
+        let rate = Double(done) / seconds
+        var line = "\r"
+        if let total, total > 0 {
+            let percent = min(100, Double(done) * 100 / Double(total))
+            line += String(format: "%d/%d rows (%.0f%%)", done, total, percent)
+            let remaining = max(0, total - done)
+            if rate > 0 { line += String(format: "  ETA %.0fs", Double(remaining) / rate) }
+        } else {
+            line += "\(done) rows"
+        }
+        line += String(format: "  %.0f/s", rate)
+        for lane in lanes {
+            let sent = summary.byProvider[lane.provider]?.rows ?? 0
+            line += "  \(lane.provider.rawValue) \(sent) done, \(lane.inFlight) in flight, \(lane.retries) retries"
+        }
+        return line + "   "
+    }
+}

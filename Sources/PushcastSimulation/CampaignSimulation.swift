@@ -1,0 +1,89 @@
+import PushcastAPNs
+import PushcastCore
+import PushcastEngine
+import PushcastFCM
+import PushcastInput
+import PushcastReactor
+import PushcastTransport
+import PushcastWire
+
+/// One seed's campaign: its input, its lanes' shapes and its servers' faults, all drawn from the
+/// seed, so that `pushcast simulate --seed N` replays a finding exactly.
+public struct SimulationScenario {
+    public let seed: UInt64
+    public var rows: [SimulatedRow]
+    public var faults: [ProviderID: FaultModel]
+    public var connections: [ProviderID: Int]
+    public var workers: [ProviderID: Int]
+    public var streamsPerConnection: Int
+    public var retry: RetryPolicy
+    public var resendsMax: Int
+    public var requestTimeoutNanoseconds: UInt64
+    /// The row deadline (`--request-timeout`), when this seed sets one.
+    public var rowDeadlineNanoseconds: UInt64?
+
+    public init(seed: UInt64) {
+        self.seed = seed
+        let random = SplitMix64(seed: seed)
+        rows = SimulatedRow.make(count: 20 + Int(random.next(below: 1500)), random: random)
+        faults = [.apns: .random(random), .fcm: .random(random)]
+        connections = [.apns: 1 + Int(random.next(below: 4)), .fcm: 1 + Int(random.next(below: 3))]
+        workers = [.apns: 1 + Int(random.next(below: 2)), .fcm: 1]
+        streamsPerConnection = [1, 4, 32, 100, 1000][Int(random.next(below: 5))]
+        retry = RetryPolicy(delayBaseNanoseconds: 50_000_000, delayMaxNanoseconds: 5_000_000_000, attemptsMax: 1 + Int(random.next(below: 5)))
+        resendsMax = Int(random.next(below: 12))
+        requestTimeoutNanoseconds = 1_000_000_000 + random.next(below: 10_000_000_000)
+        rowDeadlineNanoseconds = random.next(below: 3) == 0 ? 5_000_000_000 + random.next(below: 60_000_000_000) : nil
+    }
+
+    /// The input file: a CSV with a header row.
+    public var csv: [UInt8] {
+        var text = "token,platform,name\n"
+        for row in rows { text += "\(row.token),\(row.platform),\(row.name)\n" }
+        return Array(text.utf8)
+    }
+}
+
+/// One input row and what the simulation expects of it.
+public struct SimulatedRow: Sendable {
+    public enum Kind: Sendable { case apns, fcm, badToken, unknownPlatform, duplicate }
+    public var token: String
+    public var platform: String
+    public var name: String
+    public var kind: Kind
+
+    static func make(count: Int, random: SplitMix64) -> [SimulatedRow] {
+        var rows: [SimulatedRow] = []
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        for i in 0..<count {
+            let roll = random.next(below: 100)
+            if roll < 3 {
+                rows.append(SimulatedRow(token: "not-a-token-\(i)", platform: "ios", name: "n\(i)", kind: .badToken))
+            } else if roll < 4 {
+                let hex = (0..<4).map { _ in String(random.next() | (1 << 63), radix: 16) }.joined()
+                rows.append(SimulatedRow(token: hex, platform: "bogus", name: "n\(i)", kind: .unknownPlatform))
+            } else if roll < 6, let earlier = rows.last(where: { $0.kind == .apns || $0.kind == .fcm }) {
+                rows.append(SimulatedRow(token: earlier.token, platform: earlier.platform, name: "n\(i)", kind: .duplicate))
+            } else if roll < 60 {
+                let hex = (0..<4).map { _ in String(random.next() | (1 << 63), radix: 16) }.joined()
+                rows.append(SimulatedRow(token: hex, platform: "ios", name: "n\(i)", kind: .apns))
+            } else {
+                let tail = String((0..<120).map { _ in alphabet[Int(random.next(below: UInt64(alphabet.count)))] })
+                rows.append(SimulatedRow(token: "f\(i):APA91b\(tail)", platform: "android", name: "n\(i)", kind: .fcm))
+            }
+        }
+        return rows
+    }
+}
+
+/// An outcome sink that keeps every record in memory, for the invariants.
+public final class RecordingSink: OutcomeSink {
+    public private(set) var records: [OutcomeRecord] = []
+    public init() {}
+    public var name: String { "the simulation's records" }
+    public func record(_ record: inout OutcomeRecord) { records.append(record) }
+    public func flush(final: Bool) throws(CampaignError) {}
+    public func reserve(rows: Int) -> Bool { true }
+    public func sync(durable: Bool) throws(CampaignError) {}
+    public func close() throws(CampaignError) {}
+}

@@ -1,0 +1,156 @@
+import PushcastCore
+import PushcastWire
+
+/// How often the simulated server misbehaves: each rate is a chance per request. A seed picks
+/// its own mix (`FaultModel.random`), so a sweep over seeds covers calm runs and storms alike.
+public struct FaultModel: Sendable, CustomStringConvertible {
+    public var latencyMinNanoseconds: UInt64 = 1_000_000
+    public var latencyJitterNanoseconds: UInt64 = 20_000_000
+    /// RST_STREAM(REFUSED_STREAM): the server did not process the stream (safe to resend).
+    public var refuse = 0.0
+    /// RST_STREAM(INTERNAL_ERROR): processed or not, the client cannot tell.
+    public var reset = 0.0
+    public var status429 = 0.0
+    public var status503 = 0.0
+    public var status500 = 0.0
+    /// No answer at all: the client's request deadline ends the stream (processed or not).
+    public var silent = 0.0
+    /// After answering this stream, GOAWAY with it as the last stream: later streams on the
+    /// connection were not processed.
+    public var goAway = 0.0
+    /// After answering this stream, the connection dies: its other streams may or may not have
+    /// been processed.
+    public var drop = 0.0
+    /// The whole server goes down for `outageNanoseconds` (every connection dies, connects fail).
+    public var outage = 0.0
+    public var outageNanoseconds: UInt64 = 2_000_000_000
+    /// The share of device tokens the provider knows to be dead (410 / 404 UNREGISTERED).
+    public var deadTokens = 0.03
+
+    public init() {}
+
+    /// A mix of faults drawn from `random`: about a third of seeds are calm, the rest storms of
+    /// different kinds.
+    public static func random(_ random: SplitMix64) -> FaultModel {
+        var model = FaultModel()
+        func rate(_ max: Double) -> Double { Double(random.next(below: 1000)) / 1000 * max }
+        guard random.next(below: 3) != 0 else { return model }
+        model.latencyJitterNanoseconds = 1_000_000 + random.next(below: 200_000_000)
+        model.refuse = rate(0.2)
+        model.reset = rate(0.02)
+        model.status429 = rate(0.1)
+        model.status503 = rate(0.1)
+        model.status500 = rate(0.05)
+        model.silent = rate(0.005)
+        model.goAway = rate(0.01)
+        model.drop = rate(0.005)
+        model.outage = rate(0.0005)
+        model.deadTokens = rate(0.1)
+        return model
+    }
+
+    public var description: String {
+        func p(_ x: Double) -> String { String(Int((x * 1000).rounded())) + "‰" }
+        return "refuse \(p(refuse)) reset \(p(reset)) 429 \(p(status429)) 503 \(p(status503)) 500 \(p(status500)) "
+            + "silent \(p(silent)) goaway \(p(goAway)) drop \(p(drop)) outage \(p(outage)) dead \(p(deadTokens)) "
+            + "jitter \(latencyJitterNanoseconds / 1_000_000) ms"
+    }
+}
+
+/// What a provider's server says, in its own words, for the simulator's server to send back.
+/// One per provider; a provider added to pushcast adds one of these to be simulated.
+public protocol SimulatedProvider: AnyObject {
+    var provider: ProviderID { get }
+    /// The device token a request is addressed to.
+    func token(of request: UnsafePointer<HTTP2Request>) -> String
+    func accepted(_ random: SplitMix64) -> HTTP2Response
+    /// The token is dead: the answer that makes pushcast prune it.
+    func unregistered() -> HTTP2Response
+    /// An error the client should retry: 429, 500 or 503.
+    func transient(status: Int) -> HTTP2Response
+}
+
+/// How one stream ends on the simulated server, decided when it arrives and carried out when
+/// its answer is due.
+enum StreamFate {
+    case answer
+    case status(Int)
+    case refused
+    case reset
+    case silent
+    case answerThenGoAway
+    case answerThenDrop
+    case answerThenOutage
+}
+
+/// The simulated server side of one provider: the fate of each stream, and the ledger of what
+/// really reached devices (the truth the simulator's invariants are checked against). Every
+/// connection of every worker of the lane talks to it; it survives a simulated crash of the
+/// pushcast process, as a real provider would.
+public final class SimulatedServer {
+    public let model: FaultModel
+    let provider: SimulatedProvider
+    let random: SplitMix64
+    /// Pushes that reached the device, per token.
+    public private(set) var deliveries: [String: Int] = [:]
+    /// Requests that arrived, per token.
+    public private(set) var requests: [String: Int] = [:]
+    /// Down until this time (an outage); each outage bumps `epoch`, which drops every connection.
+    private(set) var downUntil: UInt64 = 0
+    private(set) var epoch = 0
+    public private(set) var outages = 0
+
+    public init(provider: SimulatedProvider, model: FaultModel, seed: UInt64) {
+        self.provider = provider
+        self.model = model
+        random = SplitMix64(seed: seed)
+    }
+
+    /// Whether the provider considers this token dead (a fixed hash, so both runs of a crash and
+    /// resume agree).
+    public func isDead(_ token: String) -> Bool {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in token.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Double(hash % 10_000) < model.deadTokens * 10_000
+    }
+
+    func isUp(at now: UInt64) -> Bool { now >= downUntil }
+
+    /// A stream arrived: how it will end, and after how long.
+    func arrive(token: String) -> (fate: StreamFate, latency: UInt64) {
+        requests[token, default: 0] += 1
+        let latency = model.latencyMinNanoseconds + random.next(below: max(1, model.latencyJitterNanoseconds))
+        let roll = Double(random.next(below: 1_000_000)) / 1_000_000
+        var edge = 0.0
+        let table: [(Double, StreamFate)] = [
+            (model.refuse, .refused), (model.reset, .reset), (model.status429, .status(429)), (model.status503, .status(503)),
+            (model.status500, .status(500)), (model.silent, .silent), (model.goAway, .answerThenGoAway),
+            (model.drop, .answerThenDrop), (model.outage, .answerThenOutage),
+        ]
+        for (rate, fate) in table {
+            edge += rate
+            if roll < edge { return (fate, latency) }
+        }
+        return (.answer, latency)
+    }
+
+    /// The server processes the notification: a live token gets the push (counted), a dead one
+    /// the provider's "unregistered" answer.
+    func process(token: String) -> HTTP2Response {
+        if isDead(token) { return provider.unregistered() }
+        deliveries[token, default: 0] += 1
+        return provider.accepted(random)
+    }
+
+    /// A stream whose end the client will not see (reset, lost, timed out): whether the server
+    /// had processed it is a coin toss.
+    func maybeProcess(token: String) {
+        if random.next(below: 2) == 0 { _ = process(token: token) }
+    }
+
+    func startOutage(at now: UInt64) {
+        downUntil = now + model.outageNanoseconds
+        epoch += 1
+        outages += 1
+    }
+}

@@ -1,0 +1,100 @@
+import PushcastCore
+import PushcastEngine
+import PushcastSimulation
+import PushcastWire
+import XCTest
+
+/// The whole-campaign simulator over a sweep of seeds (`make simulate SEEDS=…` runs far more),
+/// and proof that its invariants catch a broken engine.
+final class SimulationTests: XCTestCase {
+    /// Seeds the test sweep runs; PUSHCAST_SIM_SEEDS overrides it.
+    static var seeds: ClosedRange<UInt64> {
+        let count = ProcessInfo.processInfo.environment["PUSHCAST_SIM_SEEDS"].flatMap { UInt64($0) } ?? 200
+        return 1...max(1, count)
+    }
+
+    func testSeedSweepKeepsEveryInvariant() {
+        var failing: [String] = []
+        var requests = 0
+        for seed in Self.seeds {
+            let report = CampaignSimulator.run(SimulationScenario(seed: seed))
+            requests += report.requests
+            if !report.violations.isEmpty { failing.append(report.description) }
+        }
+        XCTAssertEqual(failing, [], "replay one with: pushcast simulate --seed N --verbose")
+        XCTAssertGreaterThan(requests, Int(Self.seeds.count) * 10, "the sweep sent next to nothing")
+    }
+
+    func testASeedReplaysExactly() {
+        let first = CampaignSimulator.run(SimulationScenario(seed: 12))
+        let second = CampaignSimulator.run(SimulationScenario(seed: 12))
+        XCTAssertEqual(first.description, second.description)
+        XCTAssertEqual(first.virtualSeconds, second.virtualSeconds)
+        XCTAssertNotEqual(first.description, CampaignSimulator.run(SimulationScenario(seed: 13)).description)
+    }
+
+    /// The sweep includes storms: resets, drops, GOAWAYs, outages, 429 and 503 all happen.
+    func testTheSweepCoversEveryFaultAndOutcome() {
+        var outcomes = Set<OutcomeKind>()
+        var stormy = 0
+        for seed in UInt64(1)...40 {
+            let scenario = SimulationScenario(seed: seed)
+            if scenario.faults[.apns]!.refuse > 0 { stormy += 1 }
+            outcomes.formUnion(CampaignSimulator.run(scenario).outcomes.keys)
+        }
+        XCTAssertEqual(outcomes, [.delivered, .pruned, .failed, .invalid, .duplicate, .unknown])
+        XCTAssertGreaterThan(stormy, 10)
+    }
+
+    /// An injected bug: the engine takes some delivered notifications for refused streams, and
+    /// so sends them again. The simulator must say so, naming the token.
+    func testABugThatResendsADeliveredRowIsCaught() {
+        var caught: [String] = []
+        for seed in UInt64(1)...10 {
+            let report = CampaignSimulator.run(SimulationScenario(seed: seed)) { ResendsDelivered($0) }
+            caught += report.violations.filter { $0.contains("reached the device 2 times") }
+        }
+        XCTAssertGreaterThan(caught.count, 0)
+    }
+
+    /// An injected bug: a workload that drops some answers on the floor (no outcome, no retry).
+    func testABugThatLosesAnOutcomeIsCaught() {
+        var found: [String] = []
+        for seed in UInt64(1)...5 {
+            found += CampaignSimulator.run(SimulationScenario(seed: seed)) { LosesAnswers($0) }.violations
+        }
+        XCTAssertTrue(found.contains { $0.contains("outcomes out") || $0.contains("did not end") }, "\(found.prefix(3))")
+    }
+}
+
+/// A workload that forwards everything to the real one, so that a test can bend one call.
+class ForwardingWorkload: CampaignWorkload {
+    let inner: any CampaignWorkload
+    var answers = 0
+    init(_ inner: any CampaignWorkload) { self.inner = inner }
+    func nextRequest() -> (request: HTTP2Request, tag: UInt64)? { inner.nextRequest() }
+    func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool { inner.submitNext(submit) }
+    func received(tag: UInt64, response: HTTP2Response) { inner.received(tag: tag, response: response) }
+    func failed(tag: UInt64, failure: HTTP2StreamFailure) { inner.failed(tag: tag, failure: failure) }
+    var isExhausted: Bool { inner.isExhausted }
+    var nextReadyNanoseconds: UInt64? { inner.nextReadyNanoseconds }
+    func turnEnded() { inner.turnEnded() }
+    var shouldAbandon: Bool { inner.shouldAbandon }
+    func flush() { inner.flush() }
+}
+
+/// Every 50th 200 is taken for REFUSED_STREAM: the row goes out again.
+final class ResendsDelivered: ForwardingWorkload {
+    override func received(tag: UInt64, response: HTTP2Response) {
+        answers += 1
+        if response.status == 200 && answers % 50 == 0 { inner.failed(tag: tag, failure: .refusedStream) } else { inner.received(tag: tag, response: response) }
+    }
+}
+
+/// Every 100th answer vanishes.
+final class LosesAnswers: ForwardingWorkload {
+    override func received(tag: UInt64, response: HTTP2Response) {
+        answers += 1
+        if answers % 100 != 0 { inner.received(tag: tag, response: response) }
+    }
+}
