@@ -4,6 +4,7 @@
 #   make build   release build
 #   make demo    release build, then run the embedded mock server and send traffic to it
 #   make test    debug build, then the whole test suite (serially: several tests start servers)
+#   make simulate  release build, then SEEDS simulated campaigns (default 10000) checked against every invariant
 #   make bench   release build, then compare pushcast with h2load and nghttpd (Benchmarks/)
 #   make clean   remove build outputs
 #
@@ -12,8 +13,9 @@
 SWIFT ?= swift
 PYTHON ?= python3
 BENCH_FLAGS ?=
+SEEDS ?= 10000
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench simulate clean
 
 all: build
 
@@ -30,6 +32,10 @@ demo: deps
 test: deps
 	$(SWIFT) build
 	$(SWIFT) test
+
+simulate: deps
+	$(SWIFT) build -c release
+	.build/release/pushcast simulate --seeds $(SEEDS)
 
 bench: deps
 	$(SWIFT) build -c release
