@@ -154,13 +154,18 @@ public enum SyncPolicy: String, Sendable {
 
 /// The journal of a running campaign: reservations ahead of the sends, in blocks.
 public final class CampaignJournal {
-    /// Rows reserved per block: a crash turns at most this many never-sent rows (plus those in
-    /// flight) into `unknown`; each block costs one fsync.
-    public static let blockRows = 4096
+    /// Rows reserved per block follow the send rate: a block used up within 100 ms doubles the
+    /// next one (up to `blockRowsMax`), a block that lasted over a second halves it (down to
+    /// `blockRowsMin`). A crash turns at most one block of never-sent rows (plus those in flight)
+    /// into `unknown`, and the fsyncs stay near ten a second per feed at any rate.
+    public static let blockRowsMin = 64
+    public static let blockRowsMax = 4096
 
     private let file: JournalFile
     private let policy: SyncPolicy
     private var marks: [String: Int] = [:]
+    /// Each feed's current block size and when its last block was reserved.
+    private var blocks: [String: (rows: Int, at: UInt64)] = [:]
 
     /// Takes over an open, locked journal file; `fresh` empties it and writes `fingerprint` as
     /// its header. Begins a run.
@@ -181,9 +186,16 @@ public final class CampaignJournal {
 
     /// Covers `row` of `feed` with a synced reservation before it goes out; returns the row
     /// below which no new reservation is needed.
-    public func cover(row: Int, feed: String) throws(CampaignError) -> Int {
+    public func cover(row: Int, feed: String, nowNanoseconds now: UInt64) throws(CampaignError) -> Int {
         if row < marks[feed, default: 0] { return marks[feed, default: 0] }
-        let mark = row + Self.blockRows
+        var block = blocks[feed] ?? (Self.blockRowsMin, now)
+        if blocks[feed] != nil {
+            let lasted = now &- block.at
+            if lasted < 100_000_000 { block.rows = min(Self.blockRowsMax, block.rows * 2) }
+            if lasted > 1_000_000_000 { block.rows = max(Self.blockRowsMin, block.rows / 2) }
+        }
+        blocks[feed] = (block.rows, now)
+        let mark = row + block.rows
         do {
             try file.append("R \(feed) \(mark)\n")
             if policy != .never { try file.sync() }

@@ -249,7 +249,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
                 return
             case .send:
                 if notification.row >= coveredBelow[f] {
-                    do { coveredBelow[f] = try durability.journal.cover(row: notification.row, feed: feedKeys[f]) } catch {
+                    do { coveredBelow[f] = try durability.journal.cover(row: notification.row, feed: feedKeys[f], nowNanoseconds: crew.nowNanoseconds()) } catch {
                         outcomes.stop(reason: "\(error.description); stopped sending")
                         return
                     }

@@ -159,6 +159,7 @@ public final class CampaignRun {
         var summary = loop.summary
         if crew.hasCrashed {
             // A dead process writes nothing more: what its files hold is what a resume finds.
+            for sink in sinks { sink.processDied() }
             summary.stoppedBecause = "crashed"
             return summary
         }

@@ -22,6 +22,13 @@ public protocol OutcomeSink: AnyObject {
     func sync(durable: Bool) throws(CampaignError)
     /// Writes the rest and gives back unused reservations.
     func close() throws(CampaignError)
+    /// The process died (only a simulated crash does this): what a killed process would lose,
+    /// the sink loses; nothing more is written.
+    func processDied()
+}
+
+extension OutcomeSink {
+    public func processDied() {}
 }
 
 /// The results file (one line per row, NDJSON or CSV) and the prune file (dead and invalid
@@ -116,5 +123,13 @@ public final class ResultFilesSink: OutcomeSink {
         }
         results.releaseReservation()
         prune.releaseReservation()
+    }
+
+    public func processDied() {
+        broken = true
+        encoded.removeAll()
+        pruneEncoded.removeAll()
+        results.dropBuffered()
+        prune.dropBuffered()
     }
 }

@@ -62,6 +62,9 @@ public final class OutputFile {
     /// Bytes in the file, written or buffered.
     public var size: Int { written + used }
 
+    /// Forgets what is buffered, as the death of the process would (the simulator's crash).
+    public func dropBuffered() { used = 0 }
+
     /// Creates (or truncates) `path` with mode 0600; with `append`, keeps what it holds and
     /// writes after it (a resumed campaign's results are never truncated behind its back).
     public init(path: String, bufferBytes: Int = 64 * 1024, append: Bool = false) throws(ReactorError) {

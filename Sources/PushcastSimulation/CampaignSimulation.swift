@@ -21,6 +21,12 @@ public struct SimulationScenario {
     public var requestTimeoutNanoseconds: UInt64
     /// The row deadline (`--request-timeout`), when this seed sets one.
     public var rowDeadlineNanoseconds: UInt64?
+    /// The pushcast process dies this long after each start (virtual time), and is restarted
+    /// with `--resume`; empty for most seeds.
+    public var crashes: [UInt64]
+    /// Resume as `--retry-unknown` does, sending again the rows that may have gone out (a test
+    /// sets it to show that the invariants catch the double sends this allows).
+    public var resumeRetriesUnknown = false
 
     public init(seed: UInt64) {
         self.seed = seed
@@ -34,6 +40,7 @@ public struct SimulationScenario {
         resendsMax = Int(random.next(below: 12))
         requestTimeoutNanoseconds = 1_000_000_000 + random.next(below: 10_000_000_000)
         rowDeadlineNanoseconds = random.next(below: 3) == 0 ? 5_000_000_000 + random.next(below: 60_000_000_000) : nil
+        crashes = (0..<Int(random.next(below: 4) == 0 ? 1 + random.next(below: 3) : 0)).map { _ in random.next(below: 3_000_000_000) }
     }
 
     /// The input file: a CSV with a header row.

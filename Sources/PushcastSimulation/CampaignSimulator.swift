@@ -16,12 +16,14 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var virtualSeconds = 0.0
     public var outcomes: [OutcomeKind: Int] = [:]
     public var faults = ""
+    /// Runs cut short by a simulated crash, each followed by a resume.
+    public var crashes = 0
     public var violations: [String] = []
 
     public var description: String {
         let counts = OutcomeKind.allCases.compactMap { kind in outcomes[kind].map { "\(kind.rawValue) \($0)" } }.joined(separator: ", ")
         var text = "seed \(seed): \(rows) rows, \(requests) requests, \(deliveries) delivered, "
-            + String(format: "%.1f s virtual", virtualSeconds) + " (\(counts))"
+            + String(format: "%.1f s virtual", virtualSeconds) + (crashes > 0 ? ", \(crashes) crashes resumed" : "") + " (\(counts))"
         if !violations.isEmpty { text += "\n  " + violations.prefix(10).joined(separator: "\n  ") }
         return text
     }
@@ -38,37 +40,89 @@ public enum CampaignSimulator {
 
     public static func run(_ scenario: SimulationScenario, wrap: WorkloadWrapper? = nil) -> SimulationReport {
         var report = SimulationReport(seed: scenario.seed)
-        let clock = ManualClock()
         let servers: [ProviderID: SimulatedServer] = [
             .apns: SimulatedServer(provider: SimulatedAPNs(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
             .fcm: SimulatedServer(provider: SimulatedFCM(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
         ]
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model)"
+            + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
         let tokens = FCMAccessTokens(clock: ManualClock()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
-        do { try tokens.start { _ in } } catch {
-            report.violations.append("cannot start the simulated FCM credential: \(error)")
-            return report
-        }
         defer { tokens.close() }
-        let sink = RecordingSink()
-        let summary: CampaignSummary
-        var crew: SimulatedCrew?
+        let clock = ManualClock()
         do {
-            let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
-            summary = run.run(sinks: [sink]) { lanes, outcomes in
-                let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, clock: clock, seed: scenario.seed,
-                                         crashAt: nil, timeLimit: 4 * 3600 * 1_000_000_000)
-                crew = made
-                return made
-            }
+            try tokens.start { _ in }
+            let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty
+                ? try runInMemory(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap)
+                : try runWithCrashes(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap)
+            report.virtualSeconds = Double(clock.nanoseconds) / 1e9
+            report.crashes = crashes
+            if let cutShort { report.violations.append("the run did not end by itself: \(cutShort)") }
+            SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary).check(into: &report)
         } catch {
-            report.violations.append("cannot set up the campaign: \(error)")
-            return report
+            report.violations.append("cannot run the campaign: \(error)")
         }
-        report.virtualSeconds = Double(clock.nanoseconds) / 1e9
-        if let cutShort = crew?.cutShort { report.violations.append("the run did not end by itself: \(cutShort)") }
-        SimulationInvariants(scenario: scenario, servers: servers, records: sink.records, summary: summary).check(into: &report)
         return report
+    }
+
+    typealias Ending = (records: [OutcomeRecord], summary: CampaignSummary, cutShort: String?, crashes: Int)
+
+    /// One run, its outcomes kept in memory.
+    private static func runInMemory(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+                                    tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
+        let sink = RecordingSink()
+        let (summary, cutShort) = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink,
+                                              durability: nil, crashAfter: nil)
+        return (sink.records, summary, cutShort, 0)
+    }
+
+    /// Runs that crash where the scenario says, each resumed from its results file and journal
+    /// (`send --resume`) on real files, until one ends by itself; the records are the results
+    /// file's lines.
+    private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+                                       tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
+        let directory = try ScratchDirectory(name: "pushcast-sim-\(scenario.seed)")
+        defer { directory.remove() }
+        let results = directory.path + "/results.ndjson", prune = directory.path + "/prune.csv"
+        let fingerprint = CampaignFingerprint(campaign: "sim", input: "\(scenario.seed)", templates: "sim", providers: "apns,fcm",
+                                              resultsFormat: "ndjson")
+        var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)
+        var crashes = 0
+        for (index, crash) in (scenario.crashes.map { Optional($0) } + [nil]).enumerated() {
+            let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, fingerprint: fingerprint,
+                                                         request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
+                                                                                        policy: .never),
+                                                         note: { _ in })
+            let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
+                                           restoredPrune: durability.restoredPrune)
+            last = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
+                               crashAfter: crash)
+            if crash != nil && last.cutShort == "crashed" {
+                crashes += 1
+                clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
+                continue
+            }
+            break
+        }
+        var records: [OutcomeRecord] = []
+        _ = try RecoveredResults.read(try readWholeFile(results) ?? [], format: .ndjson, path: results) { records.append($0) }
+        return (records, last.summary, last.cutShort, crashes)
+    }
+
+    /// One run of the campaign (one process's life) on the simulated crew.
+    private static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+                                tokens: FCMAccessTokens, wrap: WorkloadWrapper?, sink: OutcomeSink, durability: CampaignDurability?,
+                                crashAfter: UInt64?) throws -> (summary: CampaignSummary, cutShort: String?) {
+        let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
+        run.durability = durability
+        var crew: SimulatedCrew?
+        let start = clock.nanoseconds
+        let summary = run.run(sinks: [sink]) { lanes, outcomes in
+            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, clock: clock, seed: scenario.seed &+ start,
+                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + 4 * 3600 * 1_000_000_000)
+            crew = made
+            return made
+        }
+        return (summary, crew?.cutShort)
     }
 
     static func makeRun(_ scenario: SimulationScenario, tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> CampaignRun {

@@ -1,0 +1,82 @@
+import PushcastCore
+import PushcastReactor
+
+/// How a run treats what earlier runs of its campaign left (`send --resume`, `--force`).
+public struct ResumeRequest: Sendable {
+    public var resume: Bool
+    public var force: Bool
+    public var retryUnknown: Bool
+    public var policy: SyncPolicy
+
+    public init(resume: Bool, force: Bool, retryUnknown: Bool, policy: SyncPolicy) {
+        self.resume = resume
+        self.force = force
+        self.retryUnknown = retryUnknown
+        self.policy = policy
+    }
+}
+
+extension CampaignDurability {
+    /// Where a campaign's journal lives: beside its results.
+    public static func journalPath(results: String) -> String { results + ".journal" }
+
+    /// The journal locked for this run, and what the earlier runs left. Refuses (before anything
+    /// is sent) a results file that holds lines without --resume or --force, a resume whose
+    /// campaign differs, and damaged files. `note` hears what a resume found.
+    public static func open(resultsPath: String, format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
+                            note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
+        let file: JournalFile
+        let journalBytes: [UInt8]
+        let resultsBytes: [UInt8]?
+        do {
+            // The lock first: a second sender of this campaign stops here, before touching a file.
+            file = try JournalFile(path: journalPath(results: resultsPath))
+            journalBytes = try file.readAll()
+            resultsBytes = try readWholeFile(resultsPath)
+        } catch {
+            throw .output(error.description)
+        }
+        let holdsLines = (resultsBytes?.count ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
+        guard request.resume && !journalBytes.isEmpty && !request.force else {
+            if holdsLines && !request.force && request.resume {
+                throw .options("\(resultsPath) holds results but there is no journal beside it, so nothing tells which "
+                    + "rows may have gone out: --force starts the campaign over (and truncates the file)")
+            }
+            if holdsLines && !request.force {
+                throw .options("\(resultsPath) already holds results: --resume goes on with this campaign, "
+                    + "--force starts it over (and truncates the file)")
+            }
+            if holdsLines { do { try truncateFile(resultsPath, to: 0) } catch { throw .output(error.description) } }
+            let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy)
+            return CampaignDurability(journal: journal, policy: request.policy, recovered: nil, earlier: nil,
+                                      retryUnknown: request.retryUnknown, summary: CampaignSummary(), restoredPrune: nil)
+        }
+        return try resume(file: file, journalBytes: journalBytes, resultsBytes: resultsBytes ?? [], resultsPath: resultsPath,
+                          format: format, fingerprint: fingerprint, request: request, note: note)
+    }
+
+    private static func resume(file: JournalFile, journalBytes: [UInt8], resultsBytes: [UInt8], resultsPath: String,
+                               format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
+                               note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
+        var summary = CampaignSummary()
+        var prune = ByteBuffer(capacity: 16 * 1024)
+        let earlier = try JournalState.parse(journalBytes, path: file.path)
+        let changed = fingerprint.differences(from: earlier.fingerprint)
+        guard changed.isEmpty else {
+            throw .options("--resume: this is not the campaign \(file.path) recorded: \(changed.joined(separator: ", ")) "
+                + "changed. Run it with the same command line and files, or start over with --force")
+        }
+        let recovered = try RecoveredResults.read(resultsBytes, format: format, path: resultsPath) { record in
+            summary.record(record)
+            if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
+        }
+        if recovered.tornBytes > 0 {
+            do { try truncateFile(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
+        }
+        note("resuming: \(recovered.count) rows already finished"
+            + (recovered.tornBytes > 0 ? " (a torn last line of \(recovered.tornBytes) bytes dropped)" : ""))
+        let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: false, policy: request.policy)
+        return CampaignDurability(journal: journal, policy: request.policy, recovered: recovered, earlier: earlier,
+                                  retryUnknown: request.retryUnknown, summary: summary, restoredPrune: prune)
+    }
+}
