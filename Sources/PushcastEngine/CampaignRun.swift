@@ -87,10 +87,10 @@ public struct ProviderLane: Sendable {
 /// some providers. A file feeds each provider through a reader of its own, so that a paused
 /// provider never holds up the others; stdin, read once, feeds them all through one.
 public struct CampaignFeed {
-    public var reader: TokenFileReader
+    public var reader: any RowSource
     public var preparer: RowPreparer
 
-    public init(reader: TokenFileReader, preparer: RowPreparer) {
+    public init(reader: any RowSource, preparer: RowPreparer) {
         self.reader = reader
         self.preparer = preparer
     }
@@ -126,7 +126,7 @@ public final class CampaignRun {
     }
 
     /// An APNs-only campaign from one reader.
-    public convenience init(reader: TokenFileReader, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
+    public convenience init(reader: any RowSource, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
                             connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?,
                             log: @escaping (String) -> Void) {
         let lane = ProviderLane.apns(settings: settings, policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),

@@ -34,7 +34,7 @@ public final class DuplicatePlan: @unchecked Sendable {
 
     /// Reads `reader` to its end. `hashes` gives a row's key hashes, nil for rows that are never
     /// sent (invalid, unroutable); it must decide exactly as the send will.
-    public static func build(reader: inout TokenFileReader, expectedRows: Int, directory: String,
+    public static func build(reader: inout some RowSource, expectedRows: Int, directory: String,
                              hashes: (RowView) throws -> (UInt64, UInt32)?) throws -> DuplicatePlan {
         let partitionCount = max(1, min(1024, expectedRows / recordsPerPartition + 1))
         let spill = try ScratchFile(directory: directory)

@@ -204,7 +204,7 @@ public struct RowPreparer {
     /// NDJSON keys new since the layout was resolved (a key first seen on a later line) become
     /// candidates now. Call before preparing each row of a reader whose columns may grow.
     @inline(__always)
-    public mutating func follow(_ reader: TokenFileReader) {
+    public mutating func follow(_ reader: any RowSource) {
         let count = reader.columns.count
         if count != layout.columnCount {
             layout = RowLayout(growing: reader.columns, idColumn: layout.idColumnName, defaultProvider: layout.defaultProvider)

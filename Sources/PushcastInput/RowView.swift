@@ -1,4 +1,4 @@
-/// One result of `TokenFileReader.next()`.
+/// One result of `RowSource.next()`.
 public enum InputRecord {
     /// A well-formed row.
     case row(RowView)
@@ -23,8 +23,10 @@ public struct RowView {
     let starts: UnsafePointer<Int>
     let ends: UnsafePointer<Int>
 
-    init(row: Int, line: Int, fieldCount: Int, base: UnsafePointer<UInt8>, starts: UnsafePointer<Int>,
-         ends: UnsafePointer<Int>) {
+    /// A view over a source's own buffer: `fieldCount` columns, column `i` at
+    /// `base[starts[i]..<ends[i]]` (unescaped, valid UTF-8), or absent when `starts[i]` is -1.
+    public init(row: Int, line: Int, fieldCount: Int, base: UnsafePointer<UInt8>, starts: UnsafePointer<Int>,
+                ends: UnsafePointer<Int>) {
         self.row = row
         self.line = line
         self.fieldCount = fieldCount
