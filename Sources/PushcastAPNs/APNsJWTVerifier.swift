@@ -4,6 +4,7 @@
 // comparison plus an age check; the signature is verified once per distinct token.
 
 import PushcastCore
+import PushcastJSON
 import PushcastWire
 import Synchronization
 

@@ -4,6 +4,7 @@ import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastInput
+import PushcastJSON
 import PushcastMock
 import PushcastReactor
 import PushcastTransport

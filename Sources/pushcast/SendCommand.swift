@@ -5,6 +5,7 @@ import PushcastCore
 import PushcastEngine
 import PushcastFCM
 import PushcastInput
+import PushcastJSON
 import PushcastReactor
 import PushcastTransport
 import PushcastWire
