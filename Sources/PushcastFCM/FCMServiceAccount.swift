@@ -4,12 +4,8 @@
 // file and the field instead.
 
 import COpenSSL
+import PushcastCore
 import PushcastJSON
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A service-account file or key that cannot be used. The message names the file and the field,
 /// never key material.
@@ -32,15 +28,22 @@ public struct FCMServiceAccount: Sendable {
     /// The file's size limit: real ones are about 2.3 KiB.
     public static let fileBytesMax = 64 * 1024
 
-    /// Reads and parses the file at `path` (start-up only).
-    public static func load(path: String) throws(FCMCredentialError) -> FCMServiceAccount {
-        let bytes = try CredentialFile.contents(path, what: "FCM service-account file", bytesMax: fileBytesMax)
-        return try FCMServiceAccount(json: bytes, source: path)
+    /// Reads the file at `path` through `files` (start-up only: `SecretFile.read` of
+    /// PushcastReactor, whose buffer is wiped) and parses it.
+    public static func load(path: String, files: SecretFileReader) throws(FCMCredentialError) -> FCMServiceAccount {
+        let bytes = try CredentialFile.contents(path, what: "FCM service-account file", bytesMax: fileBytesMax, files: files)
+        return try bytes.withUnsafeBytes { (json) throws(FCMCredentialError) in
+            try FCMServiceAccount(json: json.assumingMemoryBound(to: UInt8.self), source: path)
+        }
+    }
+
+    public init(json: [UInt8], source: String) throws(FCMCredentialError) {
+        self = try json.withUnsafeBufferPointer { (bytes) throws(FCMCredentialError) in try FCMServiceAccount(json: bytes, source: source) }
     }
 
     /// Parses Google's format: `type` ("service_account"), `project_id`, `private_key_id`,
     /// `private_key`, `client_email`, `token_uri`; other members are ignored.
-    public init(json: [UInt8], source: String) throws(FCMCredentialError) {
+    public init(json: UnsafeBufferPointer<UInt8>, source: String) throws(FCMCredentialError) {
         let file = "the FCM service-account file '\(source)'"
         guard json.count <= Self.fileBytesMax else { throw FCMCredentialError("\(file) is larger than 64 KiB; it is not a service-account key") }
         let root: JSONValue
@@ -147,21 +150,15 @@ public enum FCMServiceAccountGenerator {
     }
 }
 
-/// Small credential files read whole at start-up.
+/// Small credential files read whole at start-up, through the caller's reader.
 enum CredentialFile {
-    static func contents(_ path: String, what: String, bytesMax: Int) throws(FCMCredentialError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else { throw FCMCredentialError("cannot open the \(what) '\(path)': \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw FCMCredentialError("cannot read the \(what) '\(path)': \(String(cString: strerror(errno)))") }
-            if count == 0 { return bytes }
-            bytes += chunk[..<count]
-            guard bytes.count <= bytesMax else { throw FCMCredentialError("the \(what) '\(path)' is larger than \(bytesMax / 1024) KiB") }
+    static func contents(_ path: String, what: String, bytesMax: Int, files: SecretFileReader) throws(FCMCredentialError) -> SecretBytes {
+        do {
+            return try files(path, bytesMax)
+        } catch .tooLarge {
+            throw FCMCredentialError("the \(what) '\(path)' is larger than \(bytesMax / 1024) KiB")
+        } catch {
+            throw FCMCredentialError("cannot \(error.verb) the \(what) '\(path)': \(error.reason)")
         }
     }
 }

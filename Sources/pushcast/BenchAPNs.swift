@@ -29,7 +29,7 @@ enum BenchAPNs {
             guard let key = parsed.value("apns-key"), let keyID = parsed.value("apns-key-id"), let team = parsed.value("apns-team-id") else {
                 throw parsed.error("APNs mode against --endpoint needs --apns-key, --apns-key-id and --apns-team-id")
             }
-            do { tokenSource = try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock()) } catch {
+            do { tokenSource = try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock(), files: SecretFile.read) } catch {
                 throw CommandFailure(error.description)
             }
         } else {

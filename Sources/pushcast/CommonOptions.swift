@@ -31,7 +31,7 @@ enum CommonOptions {
         var configuration = TLSConfiguration()
         configuration.additionalCAFile = caFile
         do {
-            return try TLSContext(role: .client, configuration: configuration)
+            return try TLSContext(role: .client, configuration: configuration, files: SecretFile.read)
         } catch {
             throw CommandFailure(error.description)
         }

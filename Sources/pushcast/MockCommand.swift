@@ -213,7 +213,7 @@ enum MockCommand {
                 throw parsed.error("--apns-public-key needs --apns-key-id and --apns-team-id")
             }
             do {
-                return (try APNsJWTVerifier(publicKeyFile: publicKey, keyID: keyID, teamID: team, clock: clock), nil)
+                return (try APNsJWTVerifier(publicKeyFile: publicKey, keyID: keyID, teamID: team, clock: clock, files: SecretFile.read), nil)
             } catch {
                 throw CommandFailure(error.description)
             }

@@ -357,7 +357,7 @@ enum SendCommand {
         let account: FCMServiceAccount
         let signer: RS256Signer
         do {
-            account = try FCMServiceAccount.load(path: path)
+            account = try FCMServiceAccount.load(path: path, files: SecretFile.read)
             signer = try RS256Signer(account: account)
         } catch {
             throw CommandFailure(error.description)
@@ -381,7 +381,7 @@ enum SendCommand {
             throw parsed.error("token auth needs --apns-key, --apns-key-id and --apns-team-id together")
         }
         do {
-            return try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock())
+            return try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock(), files: SecretFile.read)
         } catch {
             throw CommandFailure(error.description)
         }
@@ -591,7 +591,7 @@ enum SendCommand {
         let stopBox = StopSignal()
         if let fcm = plan.fcm, active.contains(.fcm) {
             let tls: TLSContext
-            do { tls = try TLSContext(role: .client, configuration: caOnly) } catch { throw CommandFailure(error.description) }
+            do { tls = try TLSContext(role: .client, configuration: caOnly, files: SecretFile.read) } catch { throw CommandFailure(error.description) }
             let connections = try parsed.int("fcm-connections", default: 4, range: 1...1024)
             let fcmClient = try client(fcm.endpoint, tls: tls, connections: connections,
                                        streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000))
@@ -684,7 +684,7 @@ extension SendCommand {
             }
         }
         let tls: TLSContext
-        do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch {
+        do { tls = try TLSContext(role: .client, configuration: tlsConfiguration, files: SecretFile.read) } catch {
             // A key or bundle the passphrase did not open (TLSCredentials says so): say where it came from.
             var text = error.description
             if tlsConfiguration.clientCertificate != nil && text.contains("passphrase") {

@@ -1,5 +1,6 @@
 import Foundation
 import PushcastFCM
+import PushcastReactor
 import XCTest
 
 final class FCMServiceAccountTests: XCTestCase {
@@ -121,20 +122,20 @@ final class FCMServiceAccountTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("service-account.json").path
         try Data(Fixture.generated.serviceAccountJSON).write(to: URL(fileURLWithPath: path))
-        let account = try FCMServiceAccount.load(path: path)
+        let account = try FCMServiceAccount.load(path: path, files: SecretFile.read)
         XCTAssertEqual(account.source, path)
         XCTAssertEqual(account.privateKeyID, Fixture.account.privateKeyID)
         let input = Array("loaded".utf8)
         XCTAssertTrue(Fixture.publicKey.verify(input, signature: try RS256Signer(account: account).sign(input)))
 
         let missing = directory.appendingPathComponent("missing.json").path
-        XCTAssertThrowsError(try FCMServiceAccount.load(path: missing)) { error in
+        XCTAssertThrowsError(try FCMServiceAccount.load(path: missing, files: SecretFile.read)) { error in
             XCTAssertTrue("\(error)".contains(missing) && "\(error)".contains("No such file"), "\(error)")
         }
         var fields = try Fixture.fields()
         fields.removeValue(forKey: "client_email")
         try Data(try Fixture.json(fields)).write(to: URL(fileURLWithPath: path))
-        XCTAssertThrowsError(try FCMServiceAccount.load(path: path)) { error in
+        XCTAssertThrowsError(try FCMServiceAccount.load(path: path, files: SecretFile.read)) { error in
             XCTAssertTrue("\(error)".contains(path) && "\(error)".contains("\"client_email\""), "\(error)")
         }
     }
