@@ -11,9 +11,9 @@ public typealias SecretFileReader = (_ path: String, _ bytesMax: Int) throws(Sec
 
 /// Why a credential file could not be read. Never holds any of its bytes; the caller names the file.
 public enum SecretFileError: Error, Sendable, Equatable {
-    /// open(2) failed (the system's words: "No such file or directory").
+    /// Opening the file failed (the system's words: "No such file or directory").
     case cannotOpen(reason: String)
-    /// read(2) failed.
+    /// Reading it failed.
     case cannotRead(reason: String)
     /// The file holds more than `bytesMax` bytes.
     case tooLarge(bytesMax: Int)

@@ -252,9 +252,7 @@ public final class MockServer: @unchecked Sendable {
 
 /// Writes a file readable by the owner only (0600).
 func writeSecret(_ text: String, to path: String) throws(MockServerError) {
-    let created = FileManager.default.createFile(atPath: path, contents: Data(text.utf8),
-                                                 attributes: [.posixPermissions: 0o600])
-    guard created else { throw MockServerError(description: "cannot write \(path)") }
+    do { try FileSystem.write(text, to: path, secret: true) } catch { throw MockServerError(description: "cannot write \(path)") }
 }
 
 private final class ReadyLatch: @unchecked Sendable {

@@ -162,7 +162,7 @@ public final class OutputFile {
 
 /// Writes all of `bytes` to `fd`, at its position (`at: nil`) or at a file offset, retrying short
 /// writes and EINTR.
-private func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(ReactorError) {
+func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(ReactorError) {
     var offset = 0
     while offset < bytes.count {
         let n = position.map { pwrite(fd, bytes.baseAddress! + offset, bytes.count - offset, off_t($0 + offset)) }

@@ -16,7 +16,7 @@ enum BenchAPNs {
     static func run(_ parsed: ParsedArguments, requests: Int, connections: Int, streams: Int, workers: Int,
                     reactor: ReactorConfiguration, body: [UInt8]?, timeout: Duration) throws -> ExitStatus {
         let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-bench-apns")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { FileSystem.removeTree(directory) }
         let topic = parsed.value("apns-topic") ?? "com.example.bench"
 
         // The endpoint and credentials: given, or an embedded mock with a key pair made now.
