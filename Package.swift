@@ -33,32 +33,35 @@ let package = Package(
         .target(name: "PushcastCore", swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
         .target(name: "PushcastInput", dependencies: ["PushcastCore"], swiftSettings: hotPath),
-        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
+        // The one JSON reader (JSONScanner), the JSON writer, and the payload template both providers render.
+        .target(name: "PushcastJSON", swiftSettings: hotPath),
+        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
         // FCM HTTP v1: service-account OAuth2 (RS256), the message template, the error table.
-        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastWire", "PushcastAPNs", "COpenSSL"], swiftSettings: hotPath),
+        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
         .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"], swiftSettings: hotPath),
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"], swiftSettings: hotPath),
         .target(
             name: "PushcastEngine",
-            dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
+            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
             swiftSettings: hotPath),
-        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
+        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
-                dependencies: ["PushcastCore", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
+                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput"]),
-        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "COpenSSL"]),
-        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "COpenSSL"]),
-        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM"]),
-        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "COpenSSL", "CNGHTTP2"]),
+        .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),
+        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
+        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
+        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM", "PushcastJSON"]),
+        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "PushcastSimulationTests", dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire"]),

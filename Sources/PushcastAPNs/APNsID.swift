@@ -3,6 +3,7 @@
 // file, APNs's logs and the mock's log be joined.
 
 import COpenSSL
+import PushcastJSON
 
 public enum APNsID {
     /// The UUID for one (campaign, token) pair: the first 16 bytes of

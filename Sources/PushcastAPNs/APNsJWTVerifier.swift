@@ -4,6 +4,7 @@
 // comparison plus an age check; the signature is verified once per distinct token.
 
 import PushcastCore
+import PushcastJSON
 import PushcastWire
 import Synchronization
 
@@ -58,22 +59,27 @@ public final class APNsJWTVerifier: Sendable {
     ///   - ageMaxSeconds: tokens whose `iat` is older are ExpiredProviderToken (APNs: one hour).
     ///   - futureSkewMaxSeconds: tokens whose `iat` is further in the future are invalid.
     ///   - source: how error messages name the key, typically its file name.
-    public init(publicKeyPEM: String, keyID: String, teamID: String, clock: any WallClock, ageMaxSeconds: Int64 = 3600,
-                futureSkewMaxSeconds: Int64 = 60, source: String = "(given in memory)") throws(APNsCredentialError) {
-        key = try ES256Key.load(pem: Array(publicKeyPEM.utf8), source: source, publicOnly: true)
+    public convenience init(publicKeyPEM: String, keyID: String, teamID: String, clock: any WallClock, ageMaxSeconds: Int64 = 3600,
+                            futureSkewMaxSeconds: Int64 = 60, source: String = "(given in memory)") throws(APNsCredentialError) {
+        let key = try ES256Key.load(pem: Array(publicKeyPEM.utf8), source: source, publicOnly: true)
+        self.init(key: key, keyID: keyID, teamID: teamID, clock: clock, ageMaxSeconds: ageMaxSeconds, futureSkewMaxSeconds: futureSkewMaxSeconds)
+    }
+
+    /// Reads the public key PEM file at `path` through `files` (start-up only: `SecretFile.read`
+    /// of PushcastReactor) and names it in every error.
+    public convenience init(publicKeyFile path: String, keyID: String, teamID: String, clock: any WallClock,
+                            ageMaxSeconds: Int64 = 3600, futureSkewMaxSeconds: Int64 = 60, files: SecretFileReader) throws(APNsCredentialError) {
+        let key = try ES256Key.load(file: path, what: "public key file", publicOnly: true, files: files)
+        self.init(key: key, keyID: keyID, teamID: teamID, clock: clock, ageMaxSeconds: ageMaxSeconds, futureSkewMaxSeconds: futureSkewMaxSeconds)
+    }
+
+    private init(key: ES256Key, keyID: String, teamID: String, clock: any WallClock, ageMaxSeconds: Int64, futureSkewMaxSeconds: Int64) {
+        self.key = key
         self.keyID = keyID
         self.teamID = teamID
         self.clock = clock
         self.ageMaxSeconds = ageMaxSeconds
         self.futureSkewMaxSeconds = futureSkewMaxSeconds
-    }
-
-    /// Reads the public key PEM file at `path` (start-up only).
-    public convenience init(publicKeyFile path: String, keyID: String, teamID: String, clock: any WallClock,
-                            ageMaxSeconds: Int64 = 3600, futureSkewMaxSeconds: Int64 = 60) throws(APNsCredentialError) {
-        let bytes = try ES256Key.readFile(path, what: "public key file")
-        try self.init(publicKeyPEM: String(decoding: bytes, as: UTF8.self), keyID: keyID, teamID: teamID, clock: clock,
-                      ageMaxSeconds: ageMaxSeconds, futureSkewMaxSeconds: futureSkewMaxSeconds, source: "'\(path)'")
     }
 
     /// How many signature checks ran (every other call was answered from the cache).

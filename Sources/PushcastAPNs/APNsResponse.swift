@@ -2,6 +2,7 @@
 // verdict each (status, reason) leads to. The table is open-ended: an unknown reason is kept as
 // text and classified by its status, never a crash.
 
+import PushcastJSON
 import PushcastWire
 
 /// A `reason` string from an APNs error body (§1.6). `unknown` keeps anything new verbatim.

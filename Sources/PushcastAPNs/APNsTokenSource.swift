@@ -68,10 +68,16 @@ public final class APNsTokenSource: Sendable {
     ///   - keyID: the 10-character Key ID (`kid`).
     ///   - teamID: the 10-character Team ID (`iss`).
     ///   - source: how error messages name the key, typically its file name.
-    public init(privateKeyPEM: String, keyID: String, teamID: String, clock: any WallClock, source: String = "(given in memory)") throws(APNsCredentialError) {
+    public convenience init(privateKeyPEM: String, keyID: String, teamID: String, clock: any WallClock, source: String = "(given in memory)") throws(APNsCredentialError) {
         try Self.checkIdentifier(keyID, name: "key ID")
         try Self.checkIdentifier(teamID, name: "team ID")
-        self.key = try ES256Key.load(pem: Array(privateKeyPEM.utf8), source: source, publicOnly: false)
+        let key = try ES256Key.load(pem: Array(privateKeyPEM.utf8), source: source, publicOnly: false)
+        try self.init(key: key, keyID: keyID, teamID: teamID, clock: clock, source: source)
+    }
+
+    /// The identifiers are checked by the caller.
+    private init(key: ES256Key, keyID: String, teamID: String, clock: any WallClock, source: String) throws(APNsCredentialError) {
+        self.key = key
         self.keyID = keyID
         self.teamID = teamID
         self.clock = clock
@@ -85,10 +91,13 @@ public final class APNsTokenSource: Sendable {
         signatures = Atomic(1)
     }
 
-    /// Reads the `.p8` file at `path` (start-up only) and names it in every error.
-    public convenience init(keyFile path: String, keyID: String, teamID: String, clock: any WallClock) throws(APNsCredentialError) {
-        let bytes = try ES256Key.readFile(path, what: "key file")
-        try self.init(privateKeyPEM: String(decoding: bytes, as: UTF8.self), keyID: keyID, teamID: teamID, clock: clock, source: "'\(path)'")
+    /// Reads the `.p8` file at `path` through `files` (start-up only: `SecretFile.read` of
+    /// PushcastReactor, whose buffer is wiped) and names it in every error.
+    public convenience init(keyFile path: String, keyID: String, teamID: String, clock: any WallClock, files: SecretFileReader) throws(APNsCredentialError) {
+        let key = try ES256Key.load(file: path, what: "key file", publicOnly: false, files: files)
+        try Self.checkIdentifier(keyID, name: "key ID")
+        try Self.checkIdentifier(teamID, name: "team ID")
+        try self.init(key: key, keyID: keyID, teamID: teamID, clock: clock, source: "'\(path)'")
     }
 
     /// The generation of the current token; changes only when a new token is signed.

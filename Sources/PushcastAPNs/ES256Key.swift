@@ -4,12 +4,8 @@
 // Error messages name the key's source (a file name) and never include key bytes.
 
 import COpenSSL
+import PushcastCore
 import PushcastWire
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A key or credential that cannot be used. The message names the source, never the key material.
 public struct APNsCredentialError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -32,6 +28,10 @@ final class ES256Key: @unchecked Sendable {
 
     /// Reads a PKCS#8 PEM private key (an APNs `.p8` file) or, with `publicOnly`, a SubjectPublicKeyInfo PEM.
     static func load(pem: [UInt8], source: String, publicOnly: Bool) throws(APNsCredentialError) -> ES256Key {
+        try pem.withUnsafeBufferPointer { (bytes) throws(APNsCredentialError) in try load(pem: UnsafeRawBufferPointer(bytes), source: source, publicOnly: publicOnly) }
+    }
+
+    static func load(pem: UnsafeRawBufferPointer, source: String, publicOnly: Bool) throws(APNsCredentialError) -> ES256Key {
         ERR_clear_error()
         defer { ERR_clear_error() }
         let what = publicOnly ? "public key" : "private key"
@@ -58,26 +58,20 @@ final class ES256Key: @unchecked Sendable {
         return key
     }
 
-    /// Reads a whole (small) file at start-up.
-    static func readFile(_ path: String, what: String) throws(APNsCredentialError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else {
-            throw APNsCredentialError("cannot open the APNs \(what) '\(path)': \(String(cString: strerror(errno)))")
+    /// The largest key file read: real ones are a few hundred bytes.
+    static let fileBytesMax = 1 << 20
+
+    /// Reads the PEM file at `path` through `files` (start-up only) and names it in every error.
+    static func load(file path: String, what: String, publicOnly: Bool, files: SecretFileReader) throws(APNsCredentialError) -> ES256Key {
+        let bytes: SecretBytes
+        do {
+            bytes = try files(path, fileBytesMax)
+        } catch .tooLarge {
+            throw APNsCredentialError("the APNs \(what) '\(path)' is larger than 1 MiB; it is not a key file")
+        } catch {
+            throw APNsCredentialError("cannot \(error.verb) the APNs \(what) '\(path)': \(error.reason)")
         }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw APNsCredentialError("cannot read the APNs \(what) '\(path)': \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[..<count])
-            guard bytes.count <= 1 << 20 else { throw APNsCredentialError("the APNs \(what) '\(path)' is larger than 1 MiB; it is not a key file") }
-        }
-        return bytes
+        return try bytes.withUnsafeBytes { (pem) throws(APNsCredentialError) in try load(pem: pem, source: "'\(path)'", publicOnly: publicOnly) }
     }
 
     /// Signs `message` and returns the raw 64-byte R‖S signature, or nil if OpenSSL fails.

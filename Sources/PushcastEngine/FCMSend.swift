@@ -76,7 +76,7 @@ public final class FCMAccessTokens: @unchecked Sendable {
                 install(token)
             case .failure(let error):
                 guard !error.isCredentialRejected && attempt < startAttempts else { throw error }
-                Thread.sleep(forTimeInterval: startRetryDelaySeconds * Double(1 << (attempt - 1)))
+                Reactor.sleep(nanoseconds: UInt64(startRetryDelaySeconds * Double(1 << (attempt - 1)) * 1e9))
                 attempt += 1
                 continue
             }

@@ -2,6 +2,7 @@ import PushcastAPNs
 import PushcastCore
 import PushcastFCM
 import PushcastInput
+import PushcastJSON
 
 /// One notification ready to send: everything the worker needs, computed once on the reader side.
 public struct PreparedNotification: Sendable {

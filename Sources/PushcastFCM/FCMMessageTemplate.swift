@@ -24,7 +24,7 @@
 //   (placeholders live only inside strings, so a string stays a string) and whose keys are not
 //   reserved: `from`, `message_type`, or starting with `google.` or `gcm.`.
 
-import PushcastAPNs
+import PushcastJSON
 
 /// Why an FCM message template cannot be used. Reported before the first send.
 public enum FCMTemplateError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -118,7 +118,7 @@ public struct FCMMessageTemplate: Sendable {
         }
         let bytes = Array(text.utf8)
         let interior = try bytes.withUnsafeBufferPointer { buffer throws(FCMTemplateError) in
-            try FCMMessageRules(reader: LenientJSONReader(buffer), source: source, validateOnly: validateOnly).messageInterior()
+            try FCMMessageRules(reader: JSONScanner(buffer), source: source, validateOnly: validateOnly).messageInterior()
         }
         let prefix = validateOnly ? #"{"validate_only":true,"message":"# : #"{"message":"#
         var tokenColumn = "pushcast.token"
@@ -170,7 +170,7 @@ public struct FCMMessageTemplate: Sendable {
 
 /// The structural rules of the header comment, over a file PayloadTemplate has already validated.
 private struct FCMMessageRules {
-    let reader: LenientJSONReader
+    let reader: JSONScanner
     let source: String
     let validateOnly: Bool
 
@@ -244,7 +244,7 @@ private struct FCMMessageRules {
 
     /// `parent.key` for identifier-like keys, `parent["key"]` otherwise.
     static func path(_ parent: String, _ key: String) -> String {
-        let plain = !key.isEmpty && key.utf8.allSatisfy { LenientJSONReader.isWordByte($0) || $0 == UInt8(ascii: "@") }
+        let plain = !key.isEmpty && key.utf8.allSatisfy { JSONScanner.isWordByte($0) || $0 == UInt8(ascii: "@") }
         if plain { return parent + "." + key }
         var quoted = ""
         for character in key.unicodeScalars {

@@ -4,6 +4,7 @@
 // crash. Bodies are read defensively: a 502 HTML page, a truncated or hostile JSON body, or one
 // cut at `Limits.responseBodyBytesMax` yields whatever it said before the damage.
 
+import PushcastJSON
 import PushcastWire
 
 /// What the sender does with one FCM response.
@@ -59,7 +60,7 @@ public struct FCMErrorBody: Sendable, Equatable {
 
     public static func parse(_ body: UnsafeBufferPointer<UInt8>) -> FCMErrorBody {
         var result = FCMErrorBody()
-        let reader = LenientJSONReader(body)
+        let reader = JSONScanner(body)
         guard let root = reader.rootObject(), let error = reader.member("error", ofObjectAt: root) else { return result }
         for member in reader.members(ofObjectAt: error.lowerBound) {
             switch member.key {
@@ -78,7 +79,7 @@ public struct FCMErrorBody: Sendable, Equatable {
         return result
     }
 
-    private mutating func readDetail(_ reader: LenientJSONReader, _ detail: Range<Int>) {
+    private mutating func readDetail(_ reader: JSONScanner, _ detail: Range<Int>) {
         let members = reader.members(ofObjectAt: detail.lowerBound)
         guard let type = members.first(where: { $0.key == "@type" }).flatMap({ reader.string($0.value, bytesMax: 128) }) else { return }
         if type.hasSuffix("google.firebase.fcm.v1.FcmError") {
@@ -94,7 +95,7 @@ public struct FCMErrorBody: Sendable, Equatable {
         }
     }
 
-    private static func identifier(_ reader: LenientJSONReader, _ range: Range<Int>) -> String? {
+    private static func identifier(_ reader: JSONScanner, _ range: Range<Int>) -> String? {
         guard let text = reader.string(range, bytesMax: identifierBytesMax + 1), !text.isEmpty, text.utf8.count <= identifierBytesMax,
               text.utf8.allSatisfy(isIdentifierByte)
         else { return nil }
@@ -102,7 +103,7 @@ public struct FCMErrorBody: Sendable, Equatable {
     }
 
     private static func isIdentifierByte(_ byte: UInt8) -> Bool {
-        LenientJSONReader.isWordByte(byte) || byte == UInt8(ascii: ".")
+        JSONScanner.isWordByte(byte) || byte == UInt8(ascii: ".")
     }
 
     /// Whether the error is about the registration token (§2.4): a BadRequest violation on
@@ -167,7 +168,7 @@ public struct FCMResponseSummary: Sendable, Equatable {
     /// `name` of a success body `{"name":"projects/p/messages/0:123"}`.
     static func messageName(_ body: [UInt8]) -> String? {
         body.withUnsafeBufferPointer { bytes in
-            let reader = LenientJSONReader(bytes)
+            let reader = JSONScanner(bytes)
             guard let root = reader.rootObject(), let name = reader.member("name", ofObjectAt: root) else { return nil }
             return reader.string(name, bytesMax: nameBytesMax)
         }
@@ -280,201 +281,5 @@ public enum FCMRetryAfter {
         let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         return era * 146_097 + dayOfEra - 719_468
-    }
-}
-
-// MARK: - A lenient JSON reader
-
-/// Reads the structure of JSON bytes without validating them in full: the members of an object,
-/// the elements of an array, a string value decoded and bounded. Built for two callers:
-/// response bodies that may be truncated or hostile (everything up to the first damage is
-/// returned, nothing traps, nesting and counts are bounded), and the message template's rule
-/// checks, which run on text already validated by `PayloadTemplate`. (PushcastAPNs' scanner is
-/// internal to that module; escaped strings are decoded by `GoogleJSON`.)
-struct LenientJSONReader {
-    /// As deep as PushcastAPNs' validating scanner allows, so a valid template always reads.
-    static let depthMax = 64
-    static let membersMax = 256
-    static let elementsMax = 64
-    static let keyBytesMax = 256
-
-    struct Member {
-        let key: String
-        /// The key's string token, quotes included.
-        let keyRange: Range<Int>
-        /// The value, from its first byte to one past its last.
-        let value: Range<Int>
-    }
-
-    let bytes: UnsafeBufferPointer<UInt8>
-
-    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
-
-    func skipWhitespace(_ start: Int) -> Int {
-        var index = start
-        while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
-            index += 1
-        }
-        return index
-    }
-
-    /// The byte range of the first value in the text (leading whitespace skipped), if complete.
-    func firstValue() -> Range<Int>? {
-        let start = skipWhitespace(0)
-        guard let end = valueEnd(start) else { return nil }
-        return start..<end
-    }
-
-    /// Where the top-level object starts (leading whitespace skipped), complete or not.
-    func rootObject() -> Int? {
-        let start = skipWhitespace(0)
-        return start < bytes.count && bytes[start] == UInt8(ascii: "{") ? start : nil
-    }
-
-    /// One past the string token whose opening quote is at `start`, or nil when unterminated.
-    func stringEnd(_ start: Int) -> Int? {
-        guard start < bytes.count, bytes[start] == UInt8(ascii: "\"") else { return nil }
-        var index = start + 1
-        while index < bytes.count {
-            switch bytes[index] {
-            case UInt8(ascii: "\""): return index + 1
-            case UInt8(ascii: "\\"): index += 2
-            default: index += 1
-            }
-        }
-        return nil
-    }
-
-    /// One past the value starting at `start`, or nil when it is malformed, cut short or nested
-    /// deeper than `depthMax`. Objects and arrays are skipped by counting brackets outside strings.
-    func valueEnd(_ start: Int) -> Int? {
-        guard start < bytes.count else { return nil }
-        switch bytes[start] {
-        case UInt8(ascii: "\""):
-            return stringEnd(start)
-        case UInt8(ascii: "{"), UInt8(ascii: "["):
-            var depth = 0
-            var index = start
-            while index < bytes.count {
-                switch bytes[index] {
-                case UInt8(ascii: "\""):
-                    guard let end = stringEnd(index) else { return nil }
-                    index = end
-                    continue
-                case UInt8(ascii: "{"), UInt8(ascii: "["):
-                    depth += 1
-                    if depth > Self.depthMax { return nil }
-                case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                    depth -= 1
-                    if depth == 0 { return index + 1 }
-                default:
-                    break
-                }
-                index += 1
-            }
-            return nil
-        default:
-            // A number or literal: up to the next delimiter.
-            var index = start
-            while index < bytes.count {
-                switch bytes[index] {
-                case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: ":"), UInt8(ascii: "{"), UInt8(ascii: "["),
-                     UInt8(ascii: "\""), 0x20, 0x09, 0x0A, 0x0D:
-                    return index > start ? index : nil
-                default:
-                    index += 1
-                }
-            }
-            return index > start ? index : nil
-        }
-    }
-
-    /// The members of the object whose `{` is at `start`, up to the first damage and at most
-    /// `limit`; empty when `start` is not an object. A member whose value is an object or array
-    /// cut short by the end of the text is kept, ending there (its own complete members can still
-    /// be read); a cut string, number or literal is not.
-    func members(ofObjectAt start: Int, limit: Int = membersMax) -> [Member] {
-        var members: [Member] = []
-        guard start < bytes.count, bytes[start] == UInt8(ascii: "{") else { return members }
-        var index = skipWhitespace(start + 1)
-        while index < bytes.count, bytes[index] == UInt8(ascii: "\""), members.count < limit {
-            guard let keyEnd = stringEnd(index) else { break }
-            let colon = skipWhitespace(keyEnd)
-            guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":") else { break }
-            let valueStart = skipWhitespace(colon + 1)
-            let end = valueEnd(valueStart) ?? (isContainer(valueStart) ? bytes.count : nil)
-            guard let valueEnd = end else { break }
-            members.append(Member(key: string(index..<keyEnd, bytesMax: Self.keyBytesMax) ?? "", keyRange: index..<keyEnd, value: valueStart..<valueEnd))
-            let next = skipWhitespace(valueEnd)
-            guard next < bytes.count, bytes[next] == UInt8(ascii: ",") else { break }
-            index = skipWhitespace(next + 1)
-        }
-        return members
-    }
-
-    /// The value of the first member named `key` of the object whose `{` is at `start`.
-    func member(_ key: String, ofObjectAt start: Int) -> Range<Int>? {
-        members(ofObjectAt: start).first { $0.key == key }?.value
-    }
-
-    private func isContainer(_ index: Int) -> Bool {
-        index < bytes.count && (bytes[index] == UInt8(ascii: "{") || bytes[index] == UInt8(ascii: "["))
-    }
-
-    /// The elements of the array whose `[` is at `start`, up to the first damage and at most
-    /// `elementsMax`; empty when `start` is not an array. A cut object or array is kept as for
-    /// `members`.
-    func elements(ofArrayAt start: Int) -> [Range<Int>] {
-        var elements: [Range<Int>] = []
-        guard start < bytes.count, bytes[start] == UInt8(ascii: "[") else { return elements }
-        var index = skipWhitespace(start + 1)
-        while index < bytes.count, bytes[index] != UInt8(ascii: "]"), elements.count < Self.elementsMax {
-            guard let end = valueEnd(index) ?? (isContainer(index) ? bytes.count : nil) else { break }
-            elements.append(index..<end)
-            let next = skipWhitespace(end)
-            guard next < bytes.count, bytes[next] == UInt8(ascii: ",") else { break }
-            index = skipWhitespace(next + 1)
-        }
-        return elements
-    }
-
-    /// The string token at `range` decoded, at most `bytesMax` UTF-8 bytes (cut on a scalar
-    /// boundary), with C0/C1 control characters turned into spaces and ill-formed UTF-8 into
-    /// U+FFFD; nil when `range` is not a string, or its escapes are invalid.
-    func string(_ range: Range<Int>, bytesMax: Int) -> String? {
-        guard range.count >= 2, bytes[range.lowerBound] == UInt8(ascii: "\""), bytes[range.upperBound - 1] == UInt8(ascii: "\"") else {
-            return nil
-        }
-        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
-        let decoded: String
-        if !bytes[content].contains(UInt8(ascii: "\\")) {
-            // No escapes (nearly every string FCM sends): the bytes are the text.
-            decoded = String(decoding: bytes[content.lowerBound..<min(content.upperBound, content.lowerBound + bytesMax + 4)], as: UTF8.self)
-        } else {
-            // Escapes: a string token is a JSON document of its own, so the module's strict
-            // reader decodes it (an unpaired surrogate or a bad escape makes it nil).
-            guard case .success(.string(let text)) = GoogleJSON.parse(UnsafeBufferPointer(rebasing: bytes[range])) else { return nil }
-            decoded = text
-        }
-        var result = String.UnicodeScalarView()
-        var used = 0
-        for scalar in decoded.unicodeScalars {
-            let kept: Unicode.Scalar = scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) ? " " : scalar
-            let width = UTF8.width(kept)
-            if used + width > bytesMax { break }
-            used += width
-            result.append(kept)
-        }
-        return String(result)
-    }
-
-    /// ASCII letters, digits and `_`: the bytes of identifiers and of plain JSON-path keys.
-    static func isWordByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"):
-            return true
-        default:
-            return false
-        }
     }
 }

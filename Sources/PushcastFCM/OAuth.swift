@@ -7,6 +7,7 @@
 // writes Google's answers. Whatever a server sends back is untrusted: messages quote only a
 // bounded, sanitised part of it, and never the assertion or a token.
 
+import PushcastJSON
 import PushcastWire
 
 /// The assertion a service account signs to ask for an access token.
@@ -22,14 +23,14 @@ public enum OAuthAssertion {
                             lifetimeSeconds: Int64 = 3600) throws(FCMCredentialError) -> String {
         precondition((1...lifetimeMaxSeconds).contains(lifetimeSeconds), "an assertion lives 1 to 3600 seconds")
         var header: [UInt8] = Array(#"{"alg":"RS256","typ":"JWT","kid":"#.utf8)
-        GoogleJSON.appendString(account.privateKeyID, to: &header)
+        JSONWriter.appendString(account.privateKeyID, to: &header)
         header.append(UInt8(ascii: "}"))
         var claims: [UInt8] = Array(#"{"iss":"#.utf8)
-        GoogleJSON.appendString(account.clientEmail, to: &claims)
+        JSONWriter.appendString(account.clientEmail, to: &claims)
         claims += Array(#","scope":"#.utf8)
-        GoogleJSON.appendString(FCMProvider.scope, to: &claims)
+        JSONWriter.appendString(FCMProvider.scope, to: &claims)
         claims += Array(#","aud":"#.utf8)
-        GoogleJSON.appendString(account.tokenURI, to: &claims)
+        JSONWriter.appendString(account.tokenURI, to: &claims)
         claims += Array(#","iat":\#(issuedAt),"exp":\#(issuedAt + lifetimeSeconds)}"#.utf8)
         let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(claims)
         let signature = try signer.sign(Array(signingInput.utf8))
@@ -114,8 +115,8 @@ public struct OAuthAssertionVerifier: Sendable {
               let signature = Base64URL.decode(parts[2]) else {
             return .failure(.malformed("a part is not base64url"))
         }
-        guard case .success(let header) = GoogleJSON.parse(headerBytes), header.members != nil,
-              case .success(let claims) = GoogleJSON.parse(claimBytes), claims.members != nil else {
+        guard case .success(let header) = JSONScanner.parse(headerBytes), header.members != nil,
+              case .success(let claims) = JSONScanner.parse(claimBytes), claims.members != nil else {
             return .failure(.malformed("the header or the claims are not a JSON object"))
         }
         guard header["alg"]?.stringValue == "RS256" else { return .failure(.badSignature) }
@@ -229,8 +230,8 @@ public enum OAuthTokenExchange {
     /// Reads the token endpoint's answer. Success needs 200 and a non-empty `access_token`, a
     /// positive integer `expires_in` and, when present, `token_type` Bearer.
     public static func parseResponse(status: Int, body: [UInt8]) -> Result<OAuthAccessToken, OAuthTokenError> {
-        let json: GoogleJSON.Value?
-        if body.count <= responseBytesMax, case .success(let value) = GoogleJSON.parse(body), value.members != nil {
+        let json: JSONValue?
+        if body.count <= responseBytesMax, case .success(let value) = JSONScanner.parse(body), value.members != nil {
             json = value
         } else {
             json = nil
@@ -247,19 +248,19 @@ public enum OAuthTokenExchange {
                 return .failure(OAuthTokenError(status: status, error: nil, detail: "the answer has no positive integer expires_in"))
             }
             if let type = json["token_type"]?.stringValue, type.lowercased() != "bearer" {
-                return .failure(OAuthTokenError(status: status, error: nil, detail: "the token type is '\(GoogleJSON.sanitized(type, limit: 20))', not Bearer"))
+                return .failure(OAuthTokenError(status: status, error: nil, detail: "the token type is '\(UntrustedText.sanitized(type, limit: 20))', not Bearer"))
             }
             return .success(OAuthAccessToken(accessToken: token, expiresInSeconds: Int(expiresIn)))
         }
-        let code = json["error"]?.stringValue.map { GoogleJSON.sanitized($0, limit: 40) }
-        let description = json["error_description"]?.stringValue.map { GoogleJSON.sanitized($0) } ?? "no error_description"
+        let code = json["error"]?.stringValue.map { UntrustedText.sanitized($0, limit: 40) }
+        let description = json["error_description"]?.stringValue.map { UntrustedText.sanitized($0) } ?? "no error_description"
         return .failure(OAuthTokenError(status: status, error: code, detail: description))
     }
 
     /// `{"access_token":...,"expires_in":...,"token_type":"Bearer"}`.
     public static func successBody(accessToken: String, expiresInSeconds: Int) -> [UInt8] {
         var body: [UInt8] = Array(#"{"access_token":"#.utf8)
-        GoogleJSON.appendString(accessToken, to: &body)
+        JSONWriter.appendString(accessToken, to: &body)
         body += Array(#","expires_in":\#(expiresInSeconds),"token_type":"Bearer"}"#.utf8)
         return body
     }
@@ -267,9 +268,9 @@ public enum OAuthTokenExchange {
     /// `{"error":...,"error_description":...}`.
     public static func errorBody(error: String, description: String) -> [UInt8] {
         var body: [UInt8] = Array(#"{"error":"#.utf8)
-        GoogleJSON.appendString(error, to: &body)
+        JSONWriter.appendString(error, to: &body)
         body += Array(#","error_description":"#.utf8)
-        GoogleJSON.appendString(description, to: &body)
+        JSONWriter.appendString(description, to: &body)
         body.append(UInt8(ascii: "}"))
         return body
     }

@@ -7,6 +7,7 @@
 // Errors name the key's file and never contain key bytes.
 
 import COpenSSL
+import PushcastCore
 import PushcastWire
 
 /// Signs assertions with a service account's private key.
@@ -49,9 +50,10 @@ public final class RS256PublicKey: @unchecked Sendable {
         key = try RSAKey.load(pem: pem, source: source, publicOnly: true)
     }
 
-    /// Reads a SubjectPublicKeyInfo PEM file (start-up only).
-    public convenience init(file path: String) throws(FCMCredentialError) {
-        try self.init(pem: try CredentialFile.contents(path, what: "RSA public key file", bytesMax: 64 * 1024), source: path)
+    /// Reads a SubjectPublicKeyInfo PEM file through `files` (start-up only).
+    public init(file path: String, files: SecretFileReader) throws(FCMCredentialError) {
+        let pem = try CredentialFile.contents(path, what: "RSA public key file", bytesMax: 64 * 1024, files: files)
+        key = try pem.withUnsafeBytes { (bytes) throws(FCMCredentialError) in try RSAKey.load(pem: bytes, source: path, publicOnly: true) }
     }
 
     public func verify(_ data: [UInt8], signature: [UInt8]) -> Bool {
@@ -75,6 +77,10 @@ final class RSAKey: @unchecked Sendable {
     /// Reads a PEM private key (PKCS#8 as Google writes it, or PKCS#1) or, with `publicOnly`, a
     /// SubjectPublicKeyInfo PEM.
     static func load(pem: [UInt8], source: String, publicOnly: Bool) throws(FCMCredentialError) -> RSAKey {
+        try pem.withUnsafeBufferPointer { (bytes) throws(FCMCredentialError) in try load(pem: UnsafeRawBufferPointer(bytes), source: source, publicOnly: publicOnly) }
+    }
+
+    static func load(pem: UnsafeRawBufferPointer, source: String, publicOnly: Bool) throws(FCMCredentialError) -> RSAKey {
         ERR_clear_error()
         defer { ERR_clear_error() }
         let what = publicOnly ? "RSA public key" : "private key"

@@ -1,5 +1,6 @@
 import PushcastAPNs
 import PushcastCore
+import PushcastJSON
 import PushcastWire
 import Synchronization
 

@@ -10,6 +10,7 @@
 
 import PushcastCore
 import PushcastFCM
+import PushcastJSON
 import PushcastReactor
 import PushcastWire
 import Synchronization
@@ -148,20 +149,20 @@ struct MockFCMAnswer: Sendable {
     static func googleError(code: Int, status: String, message: String, fcmErrorCode: String? = nil,
                             violation: (field: String, description: String)? = nil) -> MockFCMAnswer {
         var body: [UInt8] = Array(#"{"error":{"code":\#(code),"message":"#.utf8)
-        GoogleJSON.appendString(message, to: &body)
+        JSONWriter.appendString(message, to: &body)
         body += Array(#","status":"#.utf8)
-        GoogleJSON.appendString(status, to: &body)
+        JSONWriter.appendString(status, to: &body)
         var details: [[UInt8]] = []
         if let fcmErrorCode {
             var detail: [UInt8] = Array(#"{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"#.utf8)
-            GoogleJSON.appendString(fcmErrorCode, to: &detail)
+            JSONWriter.appendString(fcmErrorCode, to: &detail)
             details.append(detail + [UInt8(ascii: "}")])
         }
         if let violation {
             var detail: [UInt8] = Array(#"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"#.utf8)
-            GoogleJSON.appendString(violation.field, to: &detail)
+            JSONWriter.appendString(violation.field, to: &detail)
             detail += Array(#","description":"#.utf8)
-            GoogleJSON.appendString(violation.description, to: &detail)
+            JSONWriter.appendString(violation.description, to: &detail)
             details.append(detail + Array("}]}".utf8))
         }
         if !details.isEmpty { body += Array(#","details":["#.utf8) + details.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "]")] }
@@ -227,7 +228,7 @@ struct MockFCMRules {
         guard path == setup.sendPath else {
             let project = path.dropFirst(Self.sendPrefix.utf8.count).dropLast(Self.sendSuffix.utf8.count)
             return (.googleError(code: 403, status: "PERMISSION_DENIED",
-                                 message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(GoogleJSON.sanitized(String(project), limit: 64))' (or it may not exist)."),
+                                 message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(UntrustedText.sanitized(String(project), limit: 64))' (or it may not exist)."),
                     nil)
         }
         guard let contentType = request.header("content-type"), contentType.lowercased().hasPrefix("application/json") else {
@@ -260,8 +261,8 @@ struct MockFCMRules {
 
     /// The body's `message` object and `validate_only`; unknown top-level members and a
     /// non-boolean `validate_only` are refused as FCM does.
-    static func message(in body: [UInt8]) throws(MockFCMRefusal) -> (GoogleJSON.Value, validateOnly: Bool) {
-        guard case .success(let root) = GoogleJSON.parse(body), let members = root.members else {
+    static func message(in body: [UInt8]) throws(MockFCMRefusal) -> (JSONValue, validateOnly: Bool) {
+        guard case .success(let root) = JSONScanner.parse(body), let members = root.members else {
             throw MockFCMRefusal(.invalidArgument("Invalid JSON payload received. Unexpected token.", fcmErrorCode: nil))
         }
         var validateOnly = false
@@ -275,7 +276,7 @@ struct MockFCMRules {
                 }
                 validateOnly = flag
             default:
-                let name = GoogleJSON.quoted(GoogleJSON.sanitized(member.key, limit: 64))
+                let name = JSONWriter.quoted(UntrustedText.sanitized(member.key, limit: 64))
                 throw MockFCMRefusal(.invalidArgument("Invalid JSON payload received. Unknown name \(name): Cannot find field.", fcmErrorCode: nil))
             }
         }
@@ -286,7 +287,7 @@ struct MockFCMRules {
     }
 
     /// Exactly one of `token`, `topic`, `condition`, a non-empty string.
-    static func target(of message: GoogleJSON.Value) throws(MockFCMRefusal) -> String {
+    static func target(of message: JSONValue) throws(MockFCMRefusal) -> String {
         let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
         guard let first = targets.first, let value = message[first] else { throw MockFCMRefusal(.invalidArgument("Recipient of the message is not set.")) }
         guard targets.count == 1 else {
@@ -300,7 +301,7 @@ struct MockFCMRules {
     }
 
     /// `data` is a map of string to string; the first other value is named by its index.
-    static func checkData(_ message: GoogleJSON.Value) throws(MockFCMRefusal) {
+    static func checkData(_ message: JSONValue) throws(MockFCMRefusal) {
         guard let data = message["data"] else { return }
         guard let members = data.members else {
             let description = "Invalid value at 'message.data' (type.googleapis.com/google.firebase.fcm.v1.Message.DataEntry), \(summary(data))"
@@ -316,12 +317,12 @@ struct MockFCMRules {
     }
 
     /// How FCM quotes a bad value: a scalar as written, a container by its kind.
-    static func summary(_ value: GoogleJSON.Value) -> String {
+    static func summary(_ value: JSONValue) -> String {
         switch value {
         case .number(let text): return String(text.prefix(40))
         case .bool(let flag): return flag ? "true" : "false"
         case .null: return "null"
-        case .string(let text): return GoogleJSON.quoted(GoogleJSON.sanitized(text, limit: 40))
+        case .string(let text): return JSONWriter.quoted(UntrustedText.sanitized(text, limit: 40))
         case .object: return "Starting an object on a scalar field"
         case .array: return "Starting an array on a scalar field"
         }
@@ -329,8 +330,8 @@ struct MockFCMRules {
 
     /// The payload FCM's 4096-byte limit counts: the keys and values of everything in `message`
     /// but its target (`data`, `notification`, `android`, `apns`, `webpush`, …).
-    static func payloadBytes(_ message: GoogleJSON.Value) -> Int {
-        func size(_ value: GoogleJSON.Value) -> Int {
+    static func payloadBytes(_ message: JSONValue) -> Int {
+        func size(_ value: JSONValue) -> Int {
             switch value {
             case .object(let members): return members.reduce(0) { $0 + $1.key.utf8.count + size($1.value) }
             case .array(let elements): return elements.reduce(0) { $0 + size($1) }
@@ -355,7 +356,7 @@ struct MockFCMRules {
             id = "0:\(Int64(Reactor.wallClockSeconds() * 1_000_000))%\(String(repeating: "0", count: 16 - suffix.count))\(suffix)"
         }
         var body: [UInt8] = Array(#"{"name":"#.utf8)
-        GoogleJSON.appendString("projects/\(setup.projectID)/messages/\(id)", to: &body)
+        JSONWriter.appendString("projects/\(setup.projectID)/messages/\(id)", to: &body)
         return body + [UInt8(ascii: "}")]
     }
 
@@ -396,7 +397,7 @@ struct MockFCMTokenEndpoint {
         let form = OAuthTokenExchange.parseRequestBody(request.body)
         guard let grantType = form.grantType else { return (Self.oauthError(400, "invalid_request", "Missing required parameter: grant_type"), false) }
         guard grantType == OAuthTokenExchange.grantType else {
-            return (Self.oauthError(400, "unsupported_grant_type", "Invalid grant_type: \(GoogleJSON.sanitized(grantType, limit: 80))"), false)
+            return (Self.oauthError(400, "unsupported_grant_type", "Invalid grant_type: \(UntrustedText.sanitized(grantType, limit: 80))"), false)
         }
         guard let assertion = form.assertion, !assertion.isEmpty else {
             return (Self.oauthError(400, "invalid_request", "Missing required parameter: assertion"), false)

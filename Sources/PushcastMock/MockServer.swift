@@ -74,7 +74,7 @@ public final class MockServer: @unchecked Sendable {
         // A given service account is read before anything listens, so a bad file fails fast.
         var fcmAccount: FCMServiceAccount? = nil
         if let fcmConfiguration = configuration.fcm, case .serviceAccount(let path) = fcmConfiguration.credentials {
-            do { fcmAccount = try FCMServiceAccount.load(path: path) } catch { throw MockServerError(description: error.description) }
+            do { fcmAccount = try FCMServiceAccount.load(path: path, files: SecretFile.read) } catch { throw MockServerError(description: error.description) }
         }
         let shared = MockSharedState()
         let limiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
@@ -142,11 +142,11 @@ public final class MockServer: @unchecked Sendable {
                 tlsConfiguration.privateKeyFile = keyPath
                 authorityPEM = authority.certificatePEM
             }
-            let plain = try TLSContext(role: .server, configuration: tlsConfiguration)
+            let plain = try TLSContext(role: .server, configuration: tlsConfiguration, files: SecretFile.read)
             guard let clientCA = configuration.clientCAFile else { return (plain, plain, authorityPEM) }
             tlsConfiguration.clientCAFile = clientCA
             tlsConfiguration.admitsUnverifiedClientCertificates = configuration.admitsUnverifiedClientCertificates
-            return (plain, try TLSContext(role: .server, configuration: tlsConfiguration), authorityPEM)
+            return (plain, try TLSContext(role: .server, configuration: tlsConfiguration, files: SecretFile.read), authorityPEM)
         } catch let error as TLSError {
             throw MockServerError(description: "mock certificate: \(error.description)")
         } catch let error as MockServerError {
@@ -252,9 +252,7 @@ public final class MockServer: @unchecked Sendable {
 
 /// Writes a file readable by the owner only (0600).
 func writeSecret(_ text: String, to path: String) throws(MockServerError) {
-    let created = FileManager.default.createFile(atPath: path, contents: Data(text.utf8),
-                                                 attributes: [.posixPermissions: 0o600])
-    guard created else { throw MockServerError(description: "cannot write \(path)") }
+    do { try FileSystem.write(text, to: path, secret: true) } catch { throw MockServerError(description: "cannot write \(path)") }
 }
 
 private final class ReadyLatch: @unchecked Sendable {

@@ -17,7 +17,6 @@ final class EpollBackend: ReactorBackend {
         case connectFailed(Slot, errno: Int32)
         case writable(Slot)
         case closed(Slot, errno: Int32)
-        case fileWritten(token: UInt64, result: Int)
     }
 
     private enum SendOutcome {
@@ -128,14 +127,6 @@ final class EpollBackend: ReactorBackend {
         slots.free(index)
     }
 
-    func writeFile(fd: Int32, offset: UInt64, bytes: UnsafeRawBufferPointer, token: UInt64) {
-        var result: Int
-        repeat {
-            result = pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset))
-        } while result < 0 && errno == EINTR
-        deferred.append(.fileWritten(token: token, result: result < 0 ? -Int(errno) : result))
-    }
-
     func registerWaker(fd: Int32) throws(ReactorError) {
         wakerFD = fd
         var event = epoll_event()
@@ -231,8 +222,6 @@ final class EpollBackend: ReactorBackend {
                 guard current(slot) else { continue }
                 handle(.closed(slot, errno: code))
                 closeIfCurrent(slot)
-            case .fileWritten(let token, let result):
-                handle(.fileWritten(token: token, result: result))
             }
         }
         deferredDraining.removeAll(keepingCapacity: true)

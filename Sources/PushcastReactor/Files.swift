@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CURing
+import PushcastCore
 
 /// A file opened for reading in large sequential chunks (token files), or stdin for "-".
 /// Plain blocking read(2): files are always "ready", and the reader runs on its own thread.
@@ -164,7 +165,7 @@ public final class OutputFile {
 
 /// Writes all of `bytes` to `fd`, at its position (`at: nil`) or at a file offset, retrying short
 /// writes and EINTR.
-private func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(ReactorError) {
+func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(ReactorError) {
     var offset = 0
     while offset < bytes.count {
         let n = position.map { pwrite(fd, bytes.baseAddress! + offset, bytes.count - offset, off_t($0 + offset)) }
@@ -232,6 +233,33 @@ public func readWholeFile(_ path: String) throws(ReactorError) -> [UInt8]? {
         }
         if n == 0 { return bytes }
         bytes.append(contentsOf: chunk[0..<n])
+    }
+}
+
+/// Credential files (keys, certificates, service accounts), read whole at start-up by the one call
+/// that does it, straight into `SecretBytes` (wiped when released). Works for pipes too
+/// (`--key <(vault read …)`).
+public enum SecretFile {
+    /// The bytes of the file at `path`, at most `bytesMax`. A `SecretFileReader`.
+    public static func read(_ path: String, bytesMax: Int) throws(SecretFileError) -> SecretBytes {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .cannotOpen(reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var info = stat()
+        let isRegular = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        if isRegular && Int(info.st_size) > bytesMax { throw .tooLarge(bytesMax: bytesMax) }
+        let secret = SecretBytes(capacity: isRegular ? Int(info.st_size) + 1 : 4096)
+        while true {
+            let room = secret.spareCapacity(minimum: 1)
+            let n = Glibc.read(fd, room.baseAddress, min(room.count, bytesMax + 1 - secret.count))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .cannotRead(reason: String(cString: strerror(errno)))
+            }
+            if n == 0 { return secret }
+            secret.didAppend(n)
+            if secret.count > bytesMax { throw .tooLarge(bytesMax: bytesMax) }
+        }
     }
 }
 

@@ -148,17 +148,11 @@ public final class Reactor {
         backend.close(slot.index)
     }
 
-    // MARK: Timers and files
+    // MARK: Timers
 
     /// Fires `.timer(id:)` once, at or after `deadlineNanoseconds` (on the `nowNanoseconds` clock).
     public func scheduleTimer(id: UInt64, deadlineNanoseconds: UInt64) {
         timers.insert(id: id, deadlineNanoseconds: deadlineNanoseconds)
-    }
-
-    /// Writes `bytes` at `offset` of `fd`; `.fileWritten(token:result:)` reports it. The caller
-    /// keeps `bytes` valid and unchanged until then.
-    public func writeFile(fd: Int32, offset: UInt64, bytes: UnsafeRawBufferPointer, token: UInt64) {
-        backend.writeFile(fd: fd, offset: offset, bytes: bytes, token: token)
     }
 
     // MARK: The loop

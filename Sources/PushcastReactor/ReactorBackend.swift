@@ -18,7 +18,6 @@ protocol ReactorBackend: AnyObject {
     /// Invalidates the slot's generation at once; the fd is closed and the slot freed once no
     /// kernel operation references it any more.
     func close(_ index: UInt32)
-    func writeFile(fd: Int32, offset: UInt64, bytes: UnsafeRawBufferPointer, token: UInt64)
     /// Starts watching an eventfd whose counter another thread bumps to end a wait.
     func registerWaker(fd: Int32) throws(ReactorError)
     /// One loop turn: submit staged work, wait at most `waitNanoseconds` (nil: until something

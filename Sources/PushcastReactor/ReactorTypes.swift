@@ -75,8 +75,6 @@ public enum ReactorEvent {
     /// 0 = orderly EOF from the peer, else the error. The slot is freed after the handler returns.
     case closed(Slot, errno: Int32)
     case timer(id: UInt64)
-    /// Bytes written, or -errno.
-    case fileWritten(token: UInt64, result: Int)
 }
 
 /// A failed syscall, named together with strerror of its errno.

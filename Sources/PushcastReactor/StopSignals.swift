@@ -29,4 +29,29 @@ public enum StopSignals {
 
     /// The last one's name, for messages.
     public static var lastName: String { last.load(ordering: .relaxed) == SIGINT ? "SIGINT" : "SIGTERM" }
+
+    /// For a process that only waits to be stopped (the mock): blocks SIGINT and SIGTERM in the
+    /// calling thread, and so in every thread it starts afterwards, which therefore inherit the
+    /// mask. Call it before any thread starts; then `waitForStop` takes them on this thread alone.
+    public static func blockForWaiting() {
+        var signals = stopSignalSet()
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+    }
+
+    /// Waits (sigwait) until SIGINT or SIGTERM arrives, after `blockForWaiting`; returns its number.
+    @discardableResult
+    public static func waitForStop() -> Int32 {
+        var signals = stopSignalSet()
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        return received
+    }
+
+    private static func stopSignalSet() -> sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        return signals
+    }
 }

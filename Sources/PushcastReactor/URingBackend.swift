@@ -9,7 +9,7 @@
 // - Receives come from one provided-buffer ring (group 0), registered by hand because liburing 2.3
 //   has no io_uring_setup_buf_ring. Multishot recv when the kernel has it (6.0+), otherwise
 //   single-shot recv with buffer selection; each buffer goes back right after its handler.
-// - Listeners use multishot accept; connect, send and file writes are single submissions.
+// - Listeners use multishot accept; connect and send are single submissions.
 // - Every CQE is checked for IORING_CQE_F_MORE; a multishot that ended is re-armed. -ENOBUFS
 //   re-arms too: the new SQE goes out with the next turn's submit, after this turn's buffers
 //   have been returned.
@@ -48,8 +48,6 @@ final class URingBackend: ReactorBackend {
     private let kernelMemory: UnsafeMutableRawPointer
     private let kernelMemoryBytes: Int
     private var wakerFD: Int32 = -1
-    private var fileWriteTokens: [UInt64] = []
-    private var fileWriteFree: [UInt32] = []
     private var isShutDown = false
     private var isEnabled: Bool
 
@@ -110,8 +108,6 @@ final class URingBackend: ReactorBackend {
             munmap(kernelMemory, kernelMemoryBytes)
             throw error
         }
-        fileWriteTokens.reserveCapacity(64)
-        fileWriteFree.reserveCapacity(64)
     }
 
     /// Checks the opcodes this backend needs; returns whether multishot recv is available.
@@ -260,20 +256,6 @@ final class URingBackend: ReactorBackend {
         slots.free(index)
     }
 
-    func writeFile(fd: Int32, offset: UInt64, bytes: UnsafeRawBufferPointer, token: UInt64) {
-        let record: UInt32
-        if let reused = fileWriteFree.popLast() {
-            record = reused
-            fileWriteTokens[Int(record)] = token
-        } else {
-            record = UInt32(fileWriteTokens.count)
-            fileWriteTokens.append(token)
-        }
-        let sqe = nextSQE()
-        io_uring_prep_write(sqe, fd, bytes.baseAddress, UInt32(bytes.count), offset)
-        io_uring_sqe_set_data64(sqe, UserData(.fileWrite, index: record, generation: 0).raw)
-    }
-
     func registerWaker(fd: Int32) throws(ReactorError) {
         wakerFD = fd
         armWaker()
@@ -331,12 +313,6 @@ final class URingBackend: ReactorBackend {
             // A read of the eventfd completed (the counter is now zero again): watch for the next.
             if result >= 0 || result == -EAGAIN || result == -EINTR { armWaker() }
             return
-        case .fileWrite:
-            let record = Int(userData.index)
-            let token = fileWriteTokens[record]
-            fileWriteFree.append(UInt32(record))
-            handle(.fileWritten(token: token, result: Int(result)))
-            return
         case .socket:
             preconditionFailure("io_uring never submits the epoll-only socket operation")
         case .connect, .accept, .receive, .send, .cancel:
@@ -363,7 +339,7 @@ final class URingBackend: ReactorBackend {
         case .accept: acceptCompleted(slot, result: result, final: final, handle)
         case .receive: receiveCompleted(slot, result: result, flags: flags, final: final, handle)
         case .send: sendCompleted(slot, result: result, handle)
-        case .cancel, .waker, .fileWrite, .socket: preconditionFailure("handled above")
+        case .cancel, .waker, .socket: preconditionFailure("handled above")
         }
     }
 

@@ -9,7 +9,7 @@ enum Operation: UInt8 {
     case send = 4
     case cancel = 5
     case waker = 6
-    case fileWrite = 7
+    // 7 was a file write (Reactor.writeFile), which nothing used.
     /// epoll only: the registration of a slot's socket, whatever its state.
     case socket = 8
 }

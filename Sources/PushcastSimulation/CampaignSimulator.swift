@@ -3,6 +3,7 @@ import PushcastCore
 import PushcastEngine
 import PushcastFCM
 import PushcastInput
+import PushcastJSON
 import PushcastReactor
 import PushcastTransport
 import PushcastWire

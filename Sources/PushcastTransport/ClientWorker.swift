@@ -340,7 +340,7 @@ public final class ClientWorker {
         case .closed(let slot, let errno):
             guard let c = bySlot[slot.index], c.slot == slot else { return }
             detach(c, reason: errno == 0 && c.draining ? nil : "connection closed: \(describeErrno(errno))", closedByPeer: true)
-        case .accepted, .timer, .fileWritten:
+        case .accepted, .timer:
             break
         }
     }

@@ -271,7 +271,7 @@ public final class ServerWorker {
             } else {
                 markDirty(c)
             }
-        case .connected, .connectFailed, .timer, .fileWritten:
+        case .connected, .connectFailed, .timer:
             break
         }
     }

@@ -6,12 +6,15 @@ import COpenSSL
 /// with `publicOnly` a SubjectPublicKeyInfo. Nil when it cannot be read; an encrypted key fails
 /// instead of prompting on a terminal. Call `lastOpenSSLReason()` for why.
 public func readPEMKey(_ pem: [UInt8], publicOnly: Bool) -> OpaquePointer? {
-    pem.withUnsafeBytes { bytes in
-        guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else { return nil }
-        defer { BIO_free(bio) }
-        let noPassword: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?) -> Int32 = { _, _, _, _ in -1 }
-        return publicOnly ? PEM_read_bio_PUBKEY(bio, nil, noPassword, nil) : PEM_read_bio_PrivateKey(bio, nil, noPassword, nil)
-    }
+    pem.withUnsafeBytes { readPEMKey($0, publicOnly: publicOnly) }
+}
+
+/// `readPEMKey` over bytes in place (a `SecretBytes` credential file).
+public func readPEMKey(_ bytes: UnsafeRawBufferPointer, publicOnly: Bool) -> OpaquePointer? {
+    guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else { return nil }
+    defer { BIO_free(bio) }
+    let noPassword: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?) -> Int32 = { _, _, _, _ in -1 }
+    return publicOnly ? PEM_read_bio_PUBKEY(bio, nil, noPassword, nil) : PEM_read_bio_PrivateKey(bio, nil, noPassword, nil)
 }
 
 /// The reason text of the most recent OpenSSL error, if any (never key material).

@@ -1,5 +1,5 @@
-// TLSConfiguration: what a TLSContext is built from. Plain values and file paths; reading and
-// checking them happens once, in TLSContext.init, never per connection.
+// TLSConfiguration: what a TLSContext is built from. Plain values and file paths; the files are
+// read (by the reader TLSContext.init is given) and checked once, never per connection.
 
 /// Options for one `TLSContext`. The client fields and the server fields are read only by the
 /// matching role.

@@ -1,6 +1,8 @@
 // TLSContext: one SSL_CTX, built and checked once from a TLSConfiguration, then shared read-only
-// by every TLSSession of that role. All file reading and every configuration error happen here.
+// by every TLSSession of that role. Every configuration error happens here; the credential files'
+// bytes come from the caller's reader (PushcastReactor's `SecretFile.read`).
 import COpenSSL
+import PushcastCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -34,7 +36,9 @@ public final class TLSContext: @unchecked Sendable {
     /// during init only.
     public private(set) var ownCertificate: TLSClientCertificate?
 
-    public init(role: Role, configuration: TLSConfiguration) throws(TLSError) {
+    /// `files` reads the credential files the configuration names (PushcastReactor's
+    /// `SecretFile.read`); TLSContext parses the bytes and never touches the file system itself.
+    public init(role: Role, configuration: TLSConfiguration, files: SecretFileReader) throws(TLSError) {
         ERR_clear_error()
         let wire = try Self.alpnWireFormat(configuration.alpnProtocols)
         let method = role == .client ? TLS_client_method() : TLS_server_method()
@@ -56,8 +60,8 @@ public final class TLSContext: @unchecked Sendable {
         // On a throw below, deinit frees what was made so far.
         try configureCommon()
         switch role {
-        case .client: try configureClient(configuration, alpnWireFormat: wire)
-        case .server: try configureServer(configuration)
+        case .client: try configureClient(configuration, alpnWireFormat: wire, files: files)
+        case .server: try configureServer(configuration, files: files)
         }
     }
 
@@ -75,7 +79,7 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_options(handle, PUSHCAST_SSL_OP_NO_COMPRESSION | PUSHCAST_SSL_OP_NO_RENEGOTIATION)
     }
 
-    private func configureClient(_ configuration: TLSConfiguration, alpnWireFormat wire: [UInt8]) throws(TLSError) {
+    private func configureClient(_ configuration: TLSConfiguration, alpnWireFormat wire: [UInt8], files: SecretFileReader) throws(TLSError) {
         // The server is always verified; there is deliberately no option to turn this off.
         SSL_CTX_set_verify(handle, SSL_VERIFY_PEER, nil)
         guard configuration.trustsSystemStore || configuration.additionalCAFile != nil else {
@@ -93,14 +97,14 @@ public final class TLSContext: @unchecked Sendable {
             guard loaded == 1 else { throw failure("cannot load the system trust store") }
         }
         if let file = configuration.additionalCAFile {
-            try trustCertificates(inFile: file, describedAs: "CA file", asClientCAList: false)
+            try trustCertificates(inFile: file, describedAs: "CA file", asClientCAList: false, files: files)
         }
         switch configuration.clientCertificate {
         case nil: break
         case let .pem(certificateFile, privateKeyFile, passphrase):
-            try usePEMCredentials(certificateFile: certificateFile, privateKeyFile: privateKeyFile, passphrase: passphrase)
+            try usePEMCredentials(certificateFile: certificateFile, privateKeyFile: privateKeyFile, passphrase: passphrase, files: files)
         case let .pkcs12(file, passphrase):
-            try usePKCS12Credentials(file: file, passphrase: passphrase)
+            try usePKCS12Credentials(file: file, passphrase: passphrase, files: files)
         }
         if !wire.isEmpty {
             // Unlike most of OpenSSL, SSL_CTX_set_alpn_protos returns 0 on success.
@@ -108,13 +112,13 @@ public final class TLSContext: @unchecked Sendable {
         }
     }
 
-    private func configureServer(_ configuration: TLSConfiguration) throws(TLSError) {
+    private func configureServer(_ configuration: TLSConfiguration, files: SecretFileReader) throws(TLSError) {
         guard let chainFile = configuration.certificateChainFile, let keyFile = configuration.privateKeyFile else {
             throw TLSError(kind: .configuration, description: "a TLS server needs certificateChainFile and privateKeyFile")
         }
-        try usePEMCredentials(certificateFile: chainFile, privateKeyFile: keyFile, passphrase: configuration.privateKeyPassphrase)
+        try usePEMCredentials(certificateFile: chainFile, privateKeyFile: keyFile, passphrase: configuration.privateKeyPassphrase, files: files)
         if let file = configuration.clientCAFile {
-            try requireClientCertificates(caFile: file, admittingUnverified: configuration.admitsUnverifiedClientCertificates)
+            try requireClientCertificates(caFile: file, admittingUnverified: configuration.admitsUnverifiedClientCertificates, files: files)
         } else {
             SSL_CTX_set_verify(handle, SSL_VERIFY_NONE, nil)
         }
@@ -125,8 +129,8 @@ public final class TLSContext: @unchecked Sendable {
 
     /// A client certificate is required and verified against the CAs in `caFile`; each completed
     /// handshake records it for `takeClientCertificate`.
-    private func requireClientCertificates(caFile file: String, admittingUnverified: Bool) throws(TLSError) {
-        try trustCertificates(inFile: file, describedAs: "client CA file", asClientCAList: true)
+    private func requireClientCertificates(caFile file: String, admittingUnverified: Bool, files: SecretFileReader) throws(TLSError) {
+        try trustCertificates(inFile: file, describedAs: "client CA file", asClientCAList: true, files: files)
         // Admitting: the verify callback accepts whatever failed; the handshake then records why.
         SSL_CTX_set_verify(handle, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, admittingUnverified ? admitClientCertificate : nil)
         // Without a session ID context, a client that resumes a session fails its handshake when
@@ -157,8 +161,8 @@ public final class TLSContext: @unchecked Sendable {
 
     /// Adds every certificate in a PEM file to the trust store, and for a server also to the list
     /// of CA names sent in CertificateRequest.
-    private func trustCertificates(inFile path: String, describedAs what: String, asClientCAList: Bool) throws(TLSError) {
-        let certificates = try TLSCredentials.withContents(ofFile: path, describedAs: what) { bytes throws(TLSError) in
+    private func trustCertificates(inFile path: String, describedAs what: String, asClientCAList: Bool, files: SecretFileReader) throws(TLSError) {
+        let certificates = try TLSCredentials.withContents(ofFile: path, describedAs: what, files: files) { bytes throws(TLSError) in
             try TLSCredentials.certificates(inPEM: bytes, source: "\(what) \(path)")
         }
         defer { certificates.forEach { X509_free($0) } }
@@ -173,18 +177,18 @@ public final class TLSContext: @unchecked Sendable {
     }
 
     /// Certificate (plus chain) and key from PEM files, which may be one file.
-    private func usePEMCredentials(certificateFile: String, privateKeyFile: String, passphrase: String?) throws(TLSError) {
-        let certificates = try TLSCredentials.withContents(ofFile: certificateFile, describedAs: "certificate file") { bytes throws(TLSError) in
+    private func usePEMCredentials(certificateFile: String, privateKeyFile: String, passphrase: String?, files: SecretFileReader) throws(TLSError) {
+        let certificates = try TLSCredentials.withContents(ofFile: certificateFile, describedAs: "certificate file", files: files) { bytes throws(TLSError) in
             try TLSCredentials.certificates(inPEM: bytes, source: "certificate file \(certificateFile)")
         }
-        let key = try TLSCredentials.withContents(ofFile: privateKeyFile, describedAs: "private key file") { bytes throws(TLSError) in
+        let key = try TLSCredentials.withContents(ofFile: privateKeyFile, describedAs: "private key file", files: files) { bytes throws(TLSError) in
             try TLSCredentials.privateKey(inPEM: bytes, source: privateKeyFile, passphrase: passphrase)
         }
         try use(key: key, certificate: certificates[0], chain: certificates.dropFirst(), source: privateKeyFile)
     }
 
-    private func usePKCS12Credentials(file: String, passphrase: String) throws(TLSError) {
-        let bundle = try TLSCredentials.withContents(ofFile: file, describedAs: "PKCS#12 file") { bytes throws(TLSError) in
+    private func usePKCS12Credentials(file: String, passphrase: String, files: SecretFileReader) throws(TLSError) {
+        let bundle = try TLSCredentials.withContents(ofFile: file, describedAs: "PKCS#12 file", files: files) { bytes throws(TLSError) in
             try TLSCredentials.pkcs12(inDER: bytes, source: file, passphrase: passphrase)
         }
         try use(key: bundle.key, certificate: bundle.certificate, chain: bundle.chain[...], source: file)

@@ -2,6 +2,7 @@
 // wording for every failure ("cannot read CA file /x/y: No such file or directory"). Used when a
 // TLSContext is built and by the CertificateFactory; never on the per-connection path.
 import COpenSSL
+import PushcastCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -12,37 +13,20 @@ enum TLSCredentials {
     /// Credential files larger than this are refused (a full system CA bundle is about 200 KiB).
     static let fileBytesMax = 16 << 20
 
-    /// Calls `body` with the whole contents of the file at `path`; the bytes are wiped afterwards
-    /// because they may be a private key. `what` names the file in errors ("CA file").
+    /// Calls `body` with the whole contents of the file at `path`, read by `files` (Wire makes no
+    /// syscalls; PushcastReactor's `SecretFile.read` reads, into memory wiped afterwards, because
+    /// it may be a private key). `what` names the file in errors ("CA file").
     static func withContents<R>(
-        ofFile path: String, describedAs what: String,
+        ofFile path: String, describedAs what: String, files: SecretFileReader,
         _ body: (UnsafeRawBufferPointer) throws(TLSError) -> R
     ) throws(TLSError) -> R {
-        func failure(_ reason: String) -> TLSError {
-            TLSError(kind: .configuration, description: "cannot read \(what) \(path): \(reason)")
+        let contents: SecretBytes
+        do {
+            contents = try files(path, fileBytesMax)
+        } catch {
+            throw TLSError(kind: .configuration, description: "cannot read \(what) \(path): \(error.reason)")
         }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw failure(systemErrorText(errno)) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw failure(systemErrorText(errno)) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw failure("not a regular file") }
-        guard info.st_size <= fileBytesMax else { throw failure("larger than \(fileBytesMax >> 20) MiB") }
-        let size = Int(info.st_size)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
-        defer {
-            OPENSSL_cleanse(buffer.baseAddress, buffer.count)
-            buffer.deallocate()
-        }
-        var filled = 0
-        while filled < size {
-            let count = read(fd, buffer.baseAddress! + filled, size - filled)
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw failure(systemErrorText(errno)) }
-            if count == 0 { break }
-            filled += count
-        }
-        return try body(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
+        return try contents.withUnsafeBytes(body)
     }
 
     /// Calls `body` with the UTF-8 bytes of `text` (PEM held in memory).
@@ -185,10 +169,6 @@ enum TLSCredentials {
     private static func withPassphrase<R>(_ passphrase: String?, _ body: (UnsafeMutableRawPointer?) -> R) -> R {
         guard let passphrase else { return body(nil) }
         return passphrase.withCString { body(UnsafeMutableRawPointer(mutating: $0)) }
-    }
-
-    static func systemErrorText(_ code: Int32) -> String {
-        String(cString: strerror(code))
     }
 }
 

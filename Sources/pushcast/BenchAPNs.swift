@@ -4,6 +4,7 @@ import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastInput
+import PushcastJSON
 import PushcastMock
 import PushcastReactor
 import PushcastTransport
@@ -15,7 +16,7 @@ enum BenchAPNs {
     static func run(_ parsed: ParsedArguments, requests: Int, connections: Int, streams: Int, workers: Int,
                     reactor: ReactorConfiguration, body: [UInt8]?, timeout: Duration) throws -> ExitStatus {
         let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-bench-apns")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { FileSystem.removeTree(directory) }
         let topic = parsed.value("apns-topic") ?? "com.example.bench"
 
         // The endpoint and credentials: given, or an embedded mock with a key pair made now.
@@ -28,7 +29,7 @@ enum BenchAPNs {
             guard let key = parsed.value("apns-key"), let keyID = parsed.value("apns-key-id"), let team = parsed.value("apns-team-id") else {
                 throw parsed.error("APNs mode against --endpoint needs --apns-key, --apns-key-id and --apns-team-id")
             }
-            do { tokenSource = try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock()) } catch {
+            do { tokenSource = try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock(), files: SecretFile.read) } catch {
                 throw CommandFailure(error.description)
             }
         } else {

@@ -42,8 +42,8 @@ enum BenchCommand {
         guard path.hasPrefix("/") else { throw parsed.error("--path must start with '/'") }
         var body = Array(defaultBody.utf8)
         if let file = parsed.value("data") {
-            guard let data = FileManager.default.contents(atPath: file) else { throw CommandFailure("cannot read --data file \(file)") }
-            body = Array(data)
+            guard let data = (try? readWholeFile(file)) ?? nil else { throw CommandFailure("cannot read --data file \(file)") }
+            body = data
         }
         var headers = [HTTP2Header("content-type", "application/json")]
         for h in parsed.values("header") {

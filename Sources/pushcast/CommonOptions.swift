@@ -31,7 +31,7 @@ enum CommonOptions {
         var configuration = TLSConfiguration()
         configuration.additionalCAFile = caFile
         do {
-            return try TLSContext(role: .client, configuration: configuration)
+            return try TLSContext(role: .client, configuration: configuration, files: SecretFile.read)
         } catch {
             throw CommandFailure(error.description)
         }
@@ -39,18 +39,13 @@ enum CommonOptions {
 
     /// Writes `text` to `path` (mode 0600 when `secret`), or stops the command naming the path.
     static func write(_ text: String, to path: String, secret: Bool = false) throws {
-        let attributes: [FileAttributeKey: Any]? = secret ? [.posixPermissions: 0o600] : nil
-        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: attributes) else {
-            throw CommandFailure("cannot write \(path)")
-        }
+        do { try FileSystem.write(text, to: path, secret: secret) } catch { throw CommandFailure(error.description) }
     }
 
     /// A private temporary directory (0700) for throw-away keys and certificates.
     static func makeTemporaryDirectory(prefix: String) throws -> String {
-        var template = Array(((NSTemporaryDirectory() as NSString).appendingPathComponent("\(prefix)-XXXXXX")).utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw CommandFailure("cannot create a temporary directory: \(String(cString: strerror(errno)))")
+        do { return try FileSystem.makeTemporaryDirectory(in: NSTemporaryDirectory(), prefix: prefix) } catch {
+            throw CommandFailure(error.description)
         }
-        return String(cString: made)
     }
 }

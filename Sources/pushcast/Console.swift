@@ -1,13 +1,14 @@
 import Foundation
+import PushcastReactor
 
 /// Where the CLI writes: machine-readable output to stdout, everything else to stderr.
 enum Console {
     static func out(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        StandardStream.output.write(text + "\n")
     }
 
     static func error(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        StandardStream.error.write(text + "\n")
     }
 }
 

@@ -36,19 +36,19 @@ enum DemoCommand {
         // demo left behind (no Android rows, see DemoData.isCurrent) is written again, so that the
         // demo never quietly stays APNs-only. Any other file named with --tokens is the user's and
         // is only ever written when it is missing.
-        let exists = FileManager.default.fileExists(atPath: tokens)
+        let exists = FileSystem.exists(tokens)
         let stale = exists && tokens == defaultTokens && !DemoData.isCurrent(path: tokens)
         if !exists || stale {
             let rows = try parsed.int("rows", default: 100_000, range: 1...10_000_000)
             Console.error("pushcast demo: writing \(rows) demo rows (iOS and Android) to \(tokens)"
                 + (stale ? " (the file there has no Android rows: an older demo's)" : ""))
-            try? FileManager.default.createDirectory(atPath: (tokens as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try? FileSystem.createDirectories((tokens as NSString).deletingLastPathComponent)
             try CommonOptions.write(DemoData.generate(rows: rows, seed: 2026), to: tokens)
         }
         let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-demo")
         let out = parsed.value("out") ?? directory
-        do { try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true) } catch {
-            throw CommandFailure("cannot create \(out): \(error.localizedDescription)")
+        do { try FileSystem.createDirectories(out) } catch {
+            throw CommandFailure(error.description)
         }
 
         // The mock: APNs token auth with a key pair made now; FCM with a service account made now

@@ -1,5 +1,6 @@
 import Foundation
 import PushcastCore
+import PushcastReactor
 
 /// The demo's token file: a `push_devices` export of 100,000 rows, about 60 % iOS (64 hex digits,
 /// sent to APNs) and 40 % Android (opaque FCM registration tokens, sent to FCM), routed by the
@@ -89,7 +90,8 @@ enum DemoData {
     /// regenerates it rather than quietly running an APNs-only campaign. (A content check rather
     /// than a version marker: the file is gitignored and CSV has no room for comments.)
     static func isCurrent(path: String) -> Bool {
-        guard let data = FileManager.default.contents(atPath: path) else { return false }
+        guard let bytes = (try? readWholeFile(path)) ?? nil else { return false }
+        let data = Data(bytes)
         let headerLine = Data((header + "\n").utf8)
         guard data.starts(with: headerLine) else { return false }
         return data.range(of: Data(",android,".utf8), in: headerLine.count..<data.count) != nil

@@ -103,16 +103,12 @@ enum MockCommand {
 
         // Block SIGINT/SIGTERM before any thread starts, so every worker inherits the mask and the
         // main thread alone takes them with sigwait.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        StopSignals.blockForWaiting()
 
         let server: MockServer
         do { server = try MockServer(configuration: configuration) } catch { throw CommandFailure(error.description) }
         if let path = parsed.value("write-ca"), let pem = server.authorityCertificatePEM {
-            guard FileManager.default.createFile(atPath: path, contents: Data(pem.utf8)) else {
+            do { try FileSystem.write(pem, to: path) } catch {
                 server.stop()
                 throw CommandFailure("cannot write the CA certificate to \(path)")
             }
@@ -125,10 +121,9 @@ enum MockCommand {
         if let duration {
             let components = duration.components
             let deadline = DispatchTime.now() + .nanoseconds(Int(components.seconds) * 1_000_000_000 + Int(components.attoseconds / 1_000_000_000))
-            DispatchQueue.global().asyncAfter(deadline: deadline) { kill(getpid(), SIGTERM) }
+            DispatchQueue.global().asyncAfter(deadline: deadline) { CurrentProcess.send(signal: SIGTERM) }
         }
-        var received: Int32 = 0
-        sigwait(&signals, &received)
+        StopSignals.waitForStop()
         let statistics = server.stop()
         Console.out(statistics.json)
         for failure in server.workerFailures { Console.error("pushcast mock: \(failure)") }
@@ -213,7 +208,7 @@ enum MockCommand {
                 throw parsed.error("--apns-public-key needs --apns-key-id and --apns-team-id")
             }
             do {
-                return (try APNsJWTVerifier(publicKeyFile: publicKey, keyID: keyID, teamID: team, clock: clock), nil)
+                return (try APNsJWTVerifier(publicKeyFile: publicKey, keyID: keyID, teamID: team, clock: clock, files: SecretFile.read), nil)
             } catch {
                 throw CommandFailure(error.description)
             }
@@ -224,8 +219,10 @@ enum MockCommand {
         do {
             let pair = try APNsKeyPair.generate()
             let privatePath = directory + "/apns-key.p8", publicPath = directory + "/apns-key.pub.pem"
-            guard FileManager.default.createFile(atPath: privatePath, contents: Data(pair.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600]),
-                  FileManager.default.createFile(atPath: publicPath, contents: Data(pair.publicKeyPEM.utf8)) else {
+            do {
+                try FileSystem.write(pair.privateKeyPEM, to: privatePath, secret: true)
+                try FileSystem.write(pair.publicKeyPEM, to: publicPath)
+            } catch {
                 throw CommandFailure("cannot write the generated key pair into \(directory)")
             }
             let verifier = try APNsJWTVerifier(publicKeyPEM: pair.publicKeyPEM, keyID: keyID, teamID: team, clock: clock)

@@ -5,6 +5,7 @@ import PushcastCore
 import PushcastEngine
 import PushcastFCM
 import PushcastInput
+import PushcastJSON
 import PushcastReactor
 import PushcastTransport
 import PushcastWire
@@ -287,7 +288,7 @@ enum SendCommand {
             var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
                                     renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured)
-            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+            let size = FileSystem.size(path) ?? 0
             // A big file takes seconds: say what happens before the first send.
             let tell = size > 32 << 20 && !parsed.flag("quiet")
             let started = Reactor.nowNanoseconds()
@@ -313,7 +314,7 @@ enum SendCommand {
     }
 
     static func readTemplate(_ path: String, what: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else { throw CommandFailure("cannot read the \(what) \(path)") }
+        guard let data = (try? readWholeFile(path)) ?? nil else { throw CommandFailure("cannot read the \(what) \(path)") }
         return String(decoding: data, as: UTF8.self)
     }
 
@@ -356,7 +357,7 @@ enum SendCommand {
         let account: FCMServiceAccount
         let signer: RS256Signer
         do {
-            account = try FCMServiceAccount.load(path: path)
+            account = try FCMServiceAccount.load(path: path, files: SecretFile.read)
             signer = try RS256Signer(account: account)
         } catch {
             throw CommandFailure(error.description)
@@ -380,7 +381,7 @@ enum SendCommand {
             throw parsed.error("token auth needs --apns-key, --apns-key-id and --apns-team-id together")
         }
         do {
-            return try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock())
+            return try APNsTokenSource(keyFile: key, keyID: keyID, teamID: team, clock: SystemWallClock(), files: SecretFile.read)
         } catch {
             throw CommandFailure(error.description)
         }
@@ -526,7 +527,7 @@ enum SendCommand {
             resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
             prunePath: parsed.value("prune") ?? base + ".prune.csv",
             summaryPath: parsed.value("summary"),
-            progress: !parsed.flag("quiet") && (parsed.flag("progress") || isatty(2) != 0))
+            progress: !parsed.flag("quiet") && (parsed.flag("progress") || StandardStream.error.isTerminal))
         let view = ParsedArgumentsView(resume: parsed.flag("resume"), force: parsed.flag("force"), retryUnknown: parsed.flag("retry-unknown"),
                                        quiet: parsed.flag("quiet"), fsync: try parsed.choice("fsync", from: ["batch", "always", "never"]) ?? "batch")
         let durability = try prepareDurability(plan, view, output: output)
@@ -590,7 +591,7 @@ enum SendCommand {
         let stopBox = StopSignal()
         if let fcm = plan.fcm, active.contains(.fcm) {
             let tls: TLSContext
-            do { tls = try TLSContext(role: .client, configuration: caOnly) } catch { throw CommandFailure(error.description) }
+            do { tls = try TLSContext(role: .client, configuration: caOnly, files: SecretFile.read) } catch { throw CommandFailure(error.description) }
             let connections = try parsed.int("fcm-connections", default: 4, range: 1...1024)
             let fcmClient = try client(fcm.endpoint, tls: tls, connections: connections,
                                        streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000))
@@ -638,13 +639,13 @@ enum SendCommand {
 
         if let jitter, jitter > .zero {
             let bound = UInt64(jitter.components.seconds) * 1_000_000_000 + UInt64(jitter.components.attoseconds / 1_000_000_000)
-            let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(getpid())).next(below: bound + 1)
+            let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: bound + 1)
             if !parsed.flag("quiet") { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
-            Thread.sleep(forTimeInterval: Double(delay) / 1e9)
+            Reactor.sleep(nanoseconds: delay)
         }
 
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
-                              started: { stopBox.attach($0) }, log: { FileHandle.standardError.write(Data($0.utf8)) })
+                              started: { stopBox.attach($0) }, log: { StandardStream.error.write($0) })
         run.durability = durability
         // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
         // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
@@ -683,7 +684,7 @@ extension SendCommand {
             }
         }
         let tls: TLSContext
-        do { tls = try TLSContext(role: .client, configuration: tlsConfiguration) } catch {
+        do { tls = try TLSContext(role: .client, configuration: tlsConfiguration, files: SecretFile.read) } catch {
             // A key or bundle the passphrase did not open (TLSCredentials says so): say where it came from.
             var text = error.description
             if tlsConfiguration.clientCertificate != nil && text.contains("passphrase") {

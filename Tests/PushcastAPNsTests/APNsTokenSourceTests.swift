@@ -1,6 +1,7 @@
 import COpenSSL
 import PushcastAPNs
 import PushcastCore
+import PushcastReactor
 import XCTest
 
 /// Checks a JWT with OpenSSL directly, sharing no code with PushcastAPNs: base64url via
@@ -186,13 +187,13 @@ final class APNsTokenSourceTests: XCTestCase {
     func testKeyFileErrorsNameTheFile() throws {
         let clock = ManualClock()
         let missing = "/nonexistent/AuthKey_X.p8"
-        XCTAssertThrowsError(try APNsTokenSource(keyFile: missing, keyID: keyID, teamID: teamID, clock: clock)) { error in
+        XCTAssertThrowsError(try APNsTokenSource(keyFile: missing, keyID: keyID, teamID: teamID, clock: clock, files: SecretFile.read)) { error in
             XCTAssertTrue("\(error)".contains(missing), "\(error)")
         }
         let path = NSTemporaryDirectory() + "pushcast-apns-\(UUID().uuidString).p8"
         try Self.keys.privateKeyPEM.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let source = try APNsTokenSource(keyFile: path, keyID: keyID, teamID: teamID, clock: clock)
+        let source = try APNsTokenSource(keyFile: path, keyID: keyID, teamID: teamID, clock: clock, files: SecretFile.read)
         XCTAssertTrue(IndependentJWT.verify(jwt: source.current().jwt, publicKeyPEM: Self.keys.publicKeyPEM))
     }
 

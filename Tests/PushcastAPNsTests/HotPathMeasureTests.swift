@@ -2,6 +2,7 @@ import COpenSSL
 import Foundation
 import PushcastAPNs
 import PushcastCore
+import PushcastJSON
 import PushcastWire
 import XCTest
 

@@ -1,4 +1,5 @@
 import PushcastAPNs
+import PushcastJSON
 import XCTest
 
 final class PayloadTemplateTests: XCTestCase {

@@ -2,6 +2,7 @@ import PushcastAPNs
 import PushcastCore
 @testable import PushcastEngine
 import PushcastInput
+import PushcastJSON
 import XCTest
 
 /// The planned duplicate detection (a first read into hash partitions on disk) must decide every

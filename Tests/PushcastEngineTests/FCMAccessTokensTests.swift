@@ -300,8 +300,8 @@ final class FCMAccessTokensTests: XCTestCase {
         var reactor = ReactorConfiguration()
         reactor.backend = .epoll
         let client = ClientConfiguration(endpoint: Endpoint(host: "127.0.0.1", port: fcm.port), address: "127.0.0.1",
-                                         tls: try TLSContext(role: .client, configuration: tlsConfiguration), limits: Limits(), reactor: reactor)
-        let account = try FCMServiceAccount.load(path: fcm.credentialsPath)
+                                         tls: try TLSContext(role: .client, configuration: tlsConfiguration, files: SecretFile.read), limits: Limits(), reactor: reactor)
+        let account = try FCMServiceAccount.load(path: fcm.credentialsPath, files: SecretFile.read)
         let now = Int64(Reactor.wallClockSeconds())
 
         // The same account, signed with another key.

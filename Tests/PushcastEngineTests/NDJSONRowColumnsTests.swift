@@ -2,6 +2,7 @@ import PushcastAPNs
 import PushcastCore
 @testable import PushcastEngine
 import PushcastInput
+import PushcastJSON
 import XCTest
 
 /// An NDJSON row's columns are its own keys: routing, the token and placeholders read each row,

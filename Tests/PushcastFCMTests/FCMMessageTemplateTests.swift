@@ -1,6 +1,7 @@
 import Foundation
 import PushcastAPNs
 import PushcastFCM
+import PushcastJSON
 import XCTest
 
 final class FCMMessageTemplateTests: XCTestCase {

@@ -1,5 +1,6 @@
 import Foundation
 import PushcastFCM
+import PushcastReactor
 import XCTest
 
 /// Checks made with tools that share no code with PushcastFCM: the `openssl` command line for
@@ -137,7 +138,7 @@ final class RS256Tests: XCTestCase {
         XCTAssertThrowsError(try RS256PublicKey(pem: Array("not a key".utf8), source: "junk.pem")) { error in
             XCTAssertTrue("\(error)".contains("junk.pem") && "\(error)".contains("BEGIN PUBLIC KEY"), "\(error)")
         }
-        XCTAssertThrowsError(try RS256PublicKey(file: "/nonexistent/pub.pem")) { error in
+        XCTAssertThrowsError(try RS256PublicKey(file: "/nonexistent/pub.pem", files: SecretFile.read)) { error in
             XCTAssertTrue("\(error)".contains("/nonexistent/pub.pem"), "\(error)")
         }
     }
@@ -152,7 +153,7 @@ final class RS256Tests: XCTestCase {
             XCTAssertEqual(try Independent.run(Independent.openssl, ["genpkey"] + options + ["-out", keyPath]).status, 0)
             XCTAssertEqual(try Independent.run(Independent.openssl, ["pkey", "-in", keyPath, "-pubout", "-out", pubPath]).status, 0)
             let expected = name == "ec" ? "not an RSA key" : "1024 bits"
-            XCTAssertThrowsError(try RS256PublicKey(file: pubPath)) { error in
+            XCTAssertThrowsError(try RS256PublicKey(file: pubPath, files: SecretFile.read)) { error in
                 XCTAssertTrue("\(error)".contains(expected) && "\(error)".contains(pubPath), "\(error)")
             }
             var fields = try Fixture.fields()

@@ -1,4 +1,5 @@
 import Foundation
+import PushcastCore
 @testable import PushcastReactor
 import XCTest
 
@@ -54,5 +55,44 @@ final class FileTests: XCTestCase {
         XCTAssertThrowsError(try InputFile(path: path + ".missing")) { error in
             XCTAssertTrue("\(error)".contains("No such file"), "\(error)")
         }
+    }
+
+    func testSecretFileReadsWholeFilesAndPipesWithinItsBound() throws {
+        let path = temporaryPath("key")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let content = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        FileManager.default.createFile(atPath: path, contents: Data(content))
+        let secret = try SecretFile.read(path, bytesMax: content.count)
+        XCTAssertEqual(secret.withUnsafeBytes { Array($0) }, content)
+        XCTAssertThrowsError(try SecretFile.read(path, bytesMax: content.count - 1)) { error in
+            XCTAssertEqual(error as? SecretFileError, .tooLarge(bytesMax: content.count - 1))
+        }
+        XCTAssertThrowsError(try SecretFile.read(path + ".missing", bytesMax: 100)) { error in
+            XCTAssertEqual((error as? SecretFileError)?.verb, "open")
+            XCTAssertTrue("\((error as? SecretFileError)?.reason ?? "")".contains("No such file"), "\(error)")
+        }
+        // A pipe has no size up front: the buffer grows, and the bound still holds.
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        let writer = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+        writer.write(Data(content))
+        try writer.close()
+        let piped = try SecretFile.read("/proc/self/fd/\(fds[0])", bytesMax: 1 << 20)
+        close(fds[0])
+        XCTAssertEqual(piped.withUnsafeBytes { Array($0) }, content)
+    }
+
+    func testSecretBytesWipe() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64, alignment: 1)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0xA5)
+        SecretBytes.wipe(buffer)
+        XCTAssertTrue(buffer.allSatisfy { $0 == 0 })
+        let secret = SecretBytes(capacity: 2)
+        for byte in UInt8(1)...UInt8(9) {
+            secret.spareCapacity(minimum: 1)[0] = byte
+            secret.didAppend(1)
+        }
+        XCTAssertEqual(secret.withUnsafeBytes { Array($0) }, Array(1...9))
     }
 }

@@ -28,9 +28,6 @@ final class ReactorLoopbackTests: XCTestCase {
     func testManyConnectionsURingSingleShot() throws { try Scenarios.manyConnections(.uringSingleShot) }
     func testManyConnectionsEpoll() throws { try Scenarios.manyConnections(.epoll) }
 
-    func testWriteFileAtOffsetURing() throws { try Scenarios.writeFileAtOffset(.uring) }
-    func testWriteFileAtOffsetURingSingleShot() throws { try Scenarios.writeFileAtOffset(.uringSingleShot) }
-    func testWriteFileAtOffsetEpoll() throws { try Scenarios.writeFileAtOffset(.epoll) }
 
     func testConnectRefusedURing() throws { try Scenarios.connectRefused(.uring) }
     func testConnectRefusedURingSingleShot() throws { try Scenarios.connectRefused(.uringSingleShot) }

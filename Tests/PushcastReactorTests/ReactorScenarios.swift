@@ -38,7 +38,7 @@ enum Scenarios {
                 }
             case .writable(let slot):
                 XCTAssertEqual(reactor.stagedBytes(slot), 0)
-            case .connectFailed, .closed, .timer, .fileWritten:
+            case .connectFailed, .closed, .timer:
                 XCTFail("unexpected \(RecordedEvent(event))")
             }
         }
@@ -105,7 +105,7 @@ enum Scenarios {
                 } else {
                     serverOutbox.flush(reactor, slot)
                 }
-            case .connectFailed, .closed, .timer, .fileWritten:
+            case .connectFailed, .closed, .timer:
                 XCTFail("unexpected \(RecordedEvent(event))")
             }
         }
@@ -265,7 +265,7 @@ enum Scenarios {
                 }
             case .writable:
                 break
-            case .connectFailed, .closed, .timer, .fileWritten:
+            case .connectFailed, .closed, .timer:
                 XCTFail("unexpected \(RecordedEvent(event))")
             }
         }
@@ -274,42 +274,6 @@ enum Scenarios {
         for (slot, message) in messages {
             XCTAssertEqual(echoes[slot], message, "\(slot)")
         }
-    }
-
-    /// 8. writeFile writes at an offset and reports the count; a bad fd reports -EBADF.
-    static func writeFileAtOffset(_ variant: Variant) throws {
-        let reactor = try Reactor(configuration: variant.configuration())
-        var template = Array("/tmp/pushcast-reactor-XXXXXX".utf8CString)
-        let fd = mkstemp(&template)
-        XCTAssertGreaterThanOrEqual(fd, 0)
-        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        defer {
-            close(fd)
-            unlink(path)
-        }
-        let first = UnsafeMutableRawBufferPointer.allocate(byteCount: 5, alignment: 1)
-        let second = UnsafeMutableRawBufferPointer.allocate(byteCount: 5, alignment: 1)
-        defer {
-            first.deallocate()
-            second.deallocate()
-        }
-        first.copyBytes(from: "world".utf8)
-        second.copyBytes(from: "hello".utf8)
-        reactor.writeFile(fd: fd, offset: 5, bytes: UnsafeRawBufferPointer(first), token: 1)
-        reactor.writeFile(fd: fd, offset: 0, bytes: UnsafeRawBufferPointer(second), token: 2)
-        reactor.writeFile(fd: -1, offset: 0, bytes: UnsafeRawBufferPointer(second), token: 3)
-        var results: [UInt64: Int] = [:]
-        try reactor.pump("three file writes", until: { results.count == 3 }) { event in
-            guard case .fileWritten(let token, let result) = event else {
-                return XCTFail("unexpected \(RecordedEvent(event))")
-            }
-            XCTAssertNil(results[token])
-            results[token] = result
-        }
-        XCTAssertEqual(results, [1: 5, 2: 5, 3: -Int(EBADF)])
-        var contents = [UInt8](repeating: 0, count: 32)
-        let count = pread(fd, &contents, contents.count, 0)
-        XCTAssertEqual(String(decoding: contents[0..<max(0, count)], as: UTF8.self), "helloworld")
     }
 
     /// connect to a port nobody listens on reports connectFailed(ECONNREFUSED) and frees the slot.

@@ -39,7 +39,6 @@ enum RecordedEvent: Equatable {
     case writable(Slot)
     case closed(Slot, errno: Int32)
     case timer(id: UInt64)
-    case fileWritten(token: UInt64, result: Int)
 
     init(_ event: ReactorEvent) {
         switch event {
@@ -50,7 +49,6 @@ enum RecordedEvent: Equatable {
         case .writable(let slot): self = .writable(slot)
         case .closed(let slot, let code): self = .closed(slot, errno: code)
         case .timer(let id): self = .timer(id: id)
-        case .fileWritten(let token, let result): self = .fileWritten(token: token, result: result)
         }
     }
 
@@ -60,7 +58,7 @@ enum RecordedEvent: Equatable {
              .closed(let slot, _):
             return [slot]
         case .accepted(let listener, let connection): return [listener, connection]
-        case .timer, .fileWritten: return []
+        case .timer: return []
         }
     }
 }

@@ -60,7 +60,7 @@ final class FCMMockHarness {
         adjust(&configuration)
         server = try MockServer(configuration: configuration)
         fcm = try XCTUnwrap(server.fcm)
-        account = try FCMServiceAccount.load(path: fcm.credentialsPath)
+        account = try FCMServiceAccount.load(path: fcm.credentialsPath, files: SecretFile.read)
         signer = try RS256Signer(account: account)
     }
 
@@ -393,7 +393,7 @@ final class MockFCMTests: XCTestCase {
         XCTAssertEqual(fcm.projectID, "customer-project")
         XCTAssertEqual(fcm.credentialsPath, path)
         // The client signs with the file's token_uri as the audience; the mock accepts it.
-        let account = try FCMServiceAccount.load(path: path)
+        let account = try FCMServiceAccount.load(path: path, files: SecretFile.read)
         let assertion = try OAuthAssertion.make(account: account, signer: try RS256Signer(account: account), issuedAt: Int64(Date().timeIntervalSince1970))
         var reactor = ReactorConfiguration()
         reactor.backend = .epoll

@@ -30,7 +30,7 @@ struct TestPKI {
         var configuration = TLSConfiguration()
         configuration.trustsSystemStore = false
         configuration.additionalCAFile = caFile
-        return try TLSContext(role: .client, configuration: configuration)
+        return try TLSContext(role: .client, configuration: configuration, files: SecretFile.read)
     }
 }
 

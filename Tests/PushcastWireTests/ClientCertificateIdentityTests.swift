@@ -4,6 +4,7 @@
 // verify, refused in the handshake or admitted with the reason.
 import COpenSSL
 import XCTest
+import PushcastReactor
 @testable import PushcastWire
 
 final class ClientCertificateIdentityTests: XCTestCase {
@@ -31,7 +32,7 @@ final class ClientCertificateIdentityTests: XCTestCase {
         var configuration = pki.serverConfiguration()
         configuration.clientCAFile = pushCAFile
         configuration.admitsUnverifiedClientCertificates = admitting
-        return try TLSContext(role: .server, configuration: configuration)
+        return try TLSContext(role: .server, configuration: configuration, files: SecretFile.read)
     }
 
     /// A client presenting `issued` from a PKCS#12 bundle.
@@ -39,7 +40,7 @@ final class ClientCertificateIdentityTests: XCTestCase {
         let bundle = try directory.write("client-\(UUID().uuidString).p12", issued.pkcs12(passphrase: "p12 pass", caCertificatePEM: nil))
         var configuration = pki.clientConfiguration()
         configuration.clientCertificate = .pkcs12(file: bundle, passphrase: "p12 pass")
-        return try TLSSession(context: TLSContext(role: .client, configuration: configuration), serverName: "localhost")
+        return try TLSSession(context: TLSContext(role: .client, configuration: configuration, files: SecretFile.read), serverName: "localhost")
     }
 
     private func certificate(_ pem: String) throws -> OpaquePointer {
@@ -74,7 +75,7 @@ final class ClientCertificateIdentityTests: XCTestCase {
         XCTAssertEqual(context.takeClientCertificate(),
                        TLSClientCertificate(subjectUID: "com.example.app", commonName: "Apple Push Services: com.example.app"))
         XCTAssertNil(context.takeClientCertificate(), "taken once")
-        XCTAssertFalse(try TLSContext(role: .server, configuration: pki.serverConfiguration()).verifiesClientCertificates)
+        XCTAssertFalse(try TLSContext(role: .server, configuration: pki.serverConfiguration(), files: SecretFile.read).verifiesClientCertificates)
     }
 
     func testExpiredCertificateFailsTheHandshakeAndTheClientHearsWhy() throws {
@@ -108,7 +109,7 @@ final class ClientCertificateIdentityTests: XCTestCase {
         }
         // Still no entry without a certificate at all.
         let server = try TLSSession(context: context, serverName: nil)
-        let bare = try TLSSession(context: TLSContext(role: .client, configuration: pki.clientConfiguration()), serverName: "localhost")
+        let bare = try TLSSession(context: TLSContext(role: .client, configuration: pki.clientConfiguration(), files: SecretFile.read), serverName: "localhost")
         XCTAssertEqual(try XCTUnwrap(pumpHandshake(client: bare, server: server)).error.kind, .verificationFailed)
     }
 

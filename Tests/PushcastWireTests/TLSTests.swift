@@ -2,6 +2,7 @@
 // (docs/DESIGN.md §2.8, second layer).
 import COpenSSL
 import XCTest
+import PushcastReactor
 @testable import PushcastWire
 
 final class TLSTests: XCTestCase {
@@ -21,8 +22,8 @@ final class TLSTests: XCTestCase {
     private func sessions(
         client clientConfiguration: TLSConfiguration, server serverConfiguration: TLSConfiguration, serverName: String = "localhost"
     ) throws -> (client: TLSSession, server: TLSSession) {
-        let client = try TLSSession(context: TLSContext(role: .client, configuration: clientConfiguration), serverName: serverName)
-        let server = try TLSSession(context: TLSContext(role: .server, configuration: serverConfiguration), serverName: nil)
+        let client = try TLSSession(context: TLSContext(role: .client, configuration: clientConfiguration, files: SecretFile.read), serverName: serverName)
+        let server = try TLSSession(context: TLSContext(role: .server, configuration: serverConfiguration, files: SecretFile.read), serverName: nil)
         return (client, server)
     }
 
@@ -30,7 +31,7 @@ final class TLSTests: XCTestCase {
         _ configuration: TLSConfiguration, role: TLSContext.Role, mentions fragments: [String], file: StaticString = #filePath, line: UInt = #line
     ) -> TLSError? {
         do {
-            _ = try TLSContext(role: role, configuration: configuration)
+            _ = try TLSContext(role: role, configuration: configuration, files: SecretFile.read)
             XCTFail("context was created", file: file, line: line)
             return nil
         } catch {
@@ -334,7 +335,7 @@ final class TLSTests: XCTestCase {
     }
 
     func testClientSessionNeedsServerName() throws {
-        let context = try TLSContext(role: .client, configuration: pki.clientConfiguration())
+        let context = try TLSContext(role: .client, configuration: pki.clientConfiguration(), files: SecretFile.read)
         XCTAssertThrowsError(try TLSSession(context: context, serverName: nil)) { XCTAssertEqual(($0 as? TLSError)?.kind, .configuration) }
         XCTAssertThrowsError(try TLSSession(context: context, serverName: "")) { XCTAssertEqual(($0 as? TLSError)?.kind, .configuration) }
     }
@@ -343,7 +344,7 @@ final class TLSTests: XCTestCase {
 
     /// A raw OpenSSL client capped at TLS 1.1 (and allowed to use it) is refused by our server.
     func testServerRefusesTLS11() throws {
-        let server = try TLSSession(context: TLSContext(role: .server, configuration: pki.serverConfiguration()), serverName: nil)
+        let server = try TLSSession(context: TLSContext(role: .server, configuration: pki.serverConfiguration(), files: SecretFile.read), serverName: nil)
         let context = try XCTUnwrap(SSL_CTX_new(TLS_client_method()))
         defer { SSL_CTX_free(context) }
         SSL_CTX_set_security_level(context, 0)

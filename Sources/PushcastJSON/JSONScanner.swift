@@ -1,39 +1,52 @@
-// A small validating JSON scanner (RFC 8259) of our own, over bytes. The payload template uses it
-// to validate the template once and find every string value; the JWT verifier and the APNs error
-// body reader use `FlatObjectReader` on top of it. It never allocates while validating, bounds
-// nesting depth so hostile input cannot exhaust the stack, and reports the byte offset of the
-// first error.
+// JSONScanner: pushcast's one JSON reader (RFC 8259), over bytes. Everything that reads JSON goes
+// through it:
+// - `scanDocument(visit:)` validates a whole document without allocating and reports every string
+//   token (the payload template finds its placeholders this way); `JSONValidation` wraps it.
+// - `parse(_:)` builds a `JSONValue` tree (service-account files, the JWT parts and the token
+//   endpoint's answers, the mock's FCM request bodies).
+// - `FlatObjectReader` reads the top-level members of an object up to the first error (APNs error
+//   bodies, the JWT verifier).
+// - The lenient, positional reads of JSONScanner+Lenient.swift (`members(ofObjectAt:)`,
+//   `elements(ofArrayAt:)`, `string(_:bytesMax:)`) walk bodies that may be truncated or hostile
+//   (FCM error envelopes) and templates already validated here.
+// Nesting depth is bounded so hostile input cannot exhaust the stack, and every error carries the
+// byte offset where it was found.
 
 /// A syntax error at a byte offset (0-based) of the scanned text.
-struct JSONSyntaxError: Error, Equatable {
-    let offset: Int
-    let message: String
+public struct JSONSyntaxError: Error, Sendable, Equatable {
+    public let offset: Int
+    public let message: String
 }
 
 /// Where a string token sits: `start` is the opening quote, `end` is one past the closing quote.
-struct JSONStringToken {
-    let start: Int
-    let end: Int
-    let isKey: Bool
+public struct JSONStringToken {
+    public let start: Int
+    public let end: Int
+    public let isKey: Bool
 }
 
-struct JSONScanner {
-    static let depthMax = 64
+public struct JSONScanner {
+    public static let depthMax = 64
 
-    let bytes: UnsafeBufferPointer<UInt8>
-    var index: Int = 0
+    public let bytes: UnsafeBufferPointer<UInt8>
+    public var index: Int = 0
+    /// Containers nested deeper than this are an error.
+    public var depthMax: Int
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    public init(_ bytes: UnsafeBufferPointer<UInt8>, depthMax: Int = JSONScanner.depthMax) {
+        self.bytes = bytes
+        self.depthMax = depthMax
+    }
 
-    var isAtEnd: Bool { index >= bytes.count }
+    public var isAtEnd: Bool { index >= bytes.count }
 
-    @inline(__always) func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+    @inline(__always) public func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
 
-    func fail(_ message: String, at offset: Int? = nil) -> JSONSyntaxError {
+    public func fail(_ message: String, at offset: Int? = nil) -> JSONSyntaxError {
         JSONSyntaxError(offset: offset ?? index, message: message)
     }
 
-    mutating func skipWhitespace() {
+    public mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x09, 0x0A, 0x0D: index += 1
@@ -43,14 +56,14 @@ struct JSONScanner {
     }
 
     /// Validates one whole document: a single value surrounded by optional whitespace.
-    mutating func scanDocument(visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+    public mutating func scanDocument(visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
         skipWhitespace()
         try scanValue(depth: 0, visit: visit)
         skipWhitespace()
         if !isAtEnd { throw fail("unexpected data after the JSON value") }
     }
 
-    mutating func scanValue(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+    public mutating func scanValue(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
         guard let byte = peek() else { throw fail("unexpected end of input, expected a value") }
         switch byte {
         case UInt8(ascii: "{"): try scanObject(depth: depth + 1, visit: visit)
@@ -67,56 +80,63 @@ struct JSONScanner {
         }
     }
 
-    mutating func skipValue() throws(JSONSyntaxError) {
+    public mutating func skipValue() throws(JSONSyntaxError) {
         try scanValue(depth: 0) { (_: JSONStringToken) throws(JSONSyntaxError) in }
     }
 
     private mutating func scanObject(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
-        if depth > Self.depthMax { throw fail("nesting deeper than \(Self.depthMax) levels") }
-        index += 1  // {
-        skipWhitespace()
-        if peek() == UInt8(ascii: "}") { index += 1; return }
-        while true {
-            skipWhitespace()
-            guard peek() == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            let start = index
-            try scanString()
-            try visit(JSONStringToken(start: start, end: index, isKey: true))
-            skipWhitespace()
-            guard peek() == UInt8(ascii: ":") else { throw fail("expected ':' after a key") }
-            index += 1
-            skipWhitespace()
-            try scanValue(depth: depth, visit: visit)
-            skipWhitespace()
-            switch peek() {
-            case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "}"): index += 1; return
-            case nil: throw fail("unterminated object")
-            default: throw fail("expected ',' or '}' in an object")
-            }
+        try enter(depth)
+        try scanContainer(close: UInt8(ascii: "}")) { (scanner: inout JSONScanner) throws(JSONSyntaxError) in
+            let start = scanner.index
+            try scanner.scanString()
+            try visit(JSONStringToken(start: start, end: scanner.index, isKey: true))
+            try scanner.scanColon()
+            try scanner.scanValue(depth: depth, visit: visit)
         }
     }
 
     private mutating func scanArray(depth: Int, visit: (JSONStringToken) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
-        if depth > Self.depthMax { throw fail("nesting deeper than \(Self.depthMax) levels") }
-        index += 1  // [
+        try enter(depth)
+        try scanContainer(close: UInt8(ascii: "]")) { (scanner: inout JSONScanner) throws(JSONSyntaxError) in
+            try scanner.scanValue(depth: depth, visit: visit)
+        }
+    }
+
+    func enter(_ depth: Int) throws(JSONSyntaxError) {
+        if depth > depthMax { throw fail("nesting deeper than \(depthMax) levels") }
+    }
+
+    /// From an opening bracket to its closing one (`}` or `]`): `element` reads each entry (a key
+    /// and its value, or a value) with the scanner on the entry's first byte.
+    mutating func scanContainer(close: UInt8, element: (inout JSONScanner) throws(JSONSyntaxError) -> Void) throws(JSONSyntaxError) {
+        let isObject = close == UInt8(ascii: "}")
+        index += 1
         skipWhitespace()
-        if peek() == UInt8(ascii: "]") { index += 1; return }
+        if peek() == close { index += 1; return }
         while true {
             skipWhitespace()
-            try scanValue(depth: depth, visit: visit)
+            if isObject && peek() != UInt8(ascii: "\"") { throw fail("expected a string key") }
+            try element(&self)
             skipWhitespace()
             switch peek() {
             case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "]"): index += 1; return
-            case nil: throw fail("unterminated array")
-            default: throw fail("expected ',' or ']' in an array")
+            case close: index += 1; return
+            case nil: throw fail(isObject ? "unterminated object" : "unterminated array")
+            default: throw fail(isObject ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array")
             }
         }
     }
 
+    /// The `:` after a key, with the whitespace around it.
+    mutating func scanColon() throws(JSONSyntaxError) {
+        skipWhitespace()
+        guard peek() == UInt8(ascii: ":") else { throw fail("expected ':' after a key") }
+        index += 1
+        skipWhitespace()
+    }
+
     /// Scans a string token starting at its opening quote; validates escapes and UTF-8.
-    mutating func scanString() throws(JSONSyntaxError) {
+    public mutating func scanString() throws(JSONSyntaxError) {
         let start = index
         index += 1
         while index < bytes.count {
@@ -183,9 +203,9 @@ struct JSONScanner {
         index += count
     }
 
-    @inline(__always) static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+    @inline(__always) public static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
-    @inline(__always) static func hexValue(_ byte: UInt8) -> UInt8? {
+    @inline(__always) public static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case 0x30...0x39: return byte - 0x30
         case 0x41...0x46: return byte - 0x41 + 10
@@ -194,7 +214,61 @@ struct JSONScanner {
         }
     }
 
-    static func printable(_ byte: UInt8) -> String {
+    /// Decodes a string token that `scanString` accepted (quotes included in `start..<end`), at
+    /// most `bytesMax` UTF-8 bytes. `strict`: a \u escape that is an unpaired surrogate makes it
+    /// nil; otherwise it becomes U+FFFD, as do sequences cut by `bytesMax`.
+    public static func decodeString(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, bytesMax: Int, strict: Bool) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(min(end - start, bytesMax) + 4)
+        var index = start + 1
+        let stop = end - 1
+        while index < stop && out.count < bytesMax {
+            let byte = bytes[index]
+            if byte != UInt8(ascii: "\\") {
+                out.append(byte)
+                index += 1
+                continue
+            }
+            let escaped = bytes[index + 1]
+            index += 2
+            switch escaped {
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(bytes, index)
+                index += 4
+                if (0xD800..<0xDC00).contains(scalar), index + 6 <= stop,
+                   bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u"),
+                   case let low = hex4(bytes, index + 2), (0xDC00..<0xE000).contains(low) {
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    index += 6
+                }
+                guard let unicode = Unicode.Scalar(scalar) else {
+                    if strict { return nil }
+                    out.append(contentsOf: [0xEF, 0xBF, 0xBD] as [UInt8])
+                    continue
+                }
+                out.append(contentsOf: Array(String(unicode).utf8))
+            default: out.append(escaped)  // " \ /
+            }
+        }
+        if out.count > bytesMax {
+            out.removeLast(out.count - bytesMax)
+        }
+        // Ill-formed or cut sequences become U+FFFD.
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hex4(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> UInt32 {
+        var value: UInt32 = 0
+        for offset in 0..<4 { value = value << 4 | UInt32(hexValue(bytes[index + offset]) ?? 0) }
+        return value
+    }
+
+    public static func printable(_ byte: UInt8) -> String {
         byte >= 0x20 && byte < 0x7F ? String(UnicodeScalar(byte)) : "0x" + String(byte, radix: 16)
     }
 }
@@ -203,7 +277,7 @@ struct JSONScanner {
 /// ill-formed (stray continuation, overlong form, surrogate, beyond U+10FFFF, or truncated).
 /// Follows the table in Unicode 15 §3.9 (Table 3-7).
 @inline(__always)
-func utf8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> Int {
+public func utf8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> Int {
     let lead = bytes[index]
     if lead < 0x80 { return 1 }
     let remaining = bytes.count - index
@@ -231,7 +305,7 @@ func utf8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> In
 }
 
 /// A scalar member value read by `FlatObjectReader`.
-enum JSONScalar: Equatable {
+public enum JSONScalar: Equatable {
     case string(String)
     /// The number's text exactly as written.
     case number(String)
@@ -245,34 +319,26 @@ enum JSONScalar: Equatable {
 /// `read` returns the members seen before the first syntax error together with that error, so a
 /// truncated or hostile body still yields whatever it said up to that point. Strings longer than
 /// `stringBytesMax` are cut (on a UTF-8 boundary) rather than kept whole.
-struct FlatObjectReader {
-    static let stringBytesMax = 512
+public enum FlatObjectReader {
+    public static let stringBytesMax = 512
 
-    static func read(_ bytes: UnsafeBufferPointer<UInt8>) -> (members: [(key: String, value: JSONScalar)], error: JSONSyntaxError?) {
+    public static func read(_ bytes: UnsafeBufferPointer<UInt8>) -> (members: [(key: String, value: JSONScalar)], error: JSONSyntaxError?) {
         var scanner = JSONScanner(bytes)
         var members: [(key: String, value: JSONScalar)] = []
         do throws(JSONSyntaxError) {
             scanner.skipWhitespace()
             guard scanner.peek() == UInt8(ascii: "{") else { throw scanner.fail("expected a JSON object") }
-            scanner.index += 1
-            scanner.skipWhitespace()
-            if scanner.peek() == UInt8(ascii: "}") { return (members, nil) }
-            while true {
-                scanner.skipWhitespace()
-                guard scanner.peek() == UInt8(ascii: "\"") else { throw scanner.fail("expected a string key") }
+            try scanner.scanContainer(close: UInt8(ascii: "}")) { (scanner: inout JSONScanner) throws(JSONSyntaxError) in
                 let keyStart = scanner.index
                 try scanner.scanString()
-                let key = decodeString(bytes, keyStart, scanner.index)
-                scanner.skipWhitespace()
-                guard scanner.peek() == UInt8(ascii: ":") else { throw scanner.fail("expected ':' after a key") }
-                scanner.index += 1
-                scanner.skipWhitespace()
+                let key = JSONScanner.decodeString(bytes, keyStart, scanner.index, bytesMax: stringBytesMax, strict: false)!
+                try scanner.scanColon()
                 let valueStart = scanner.index
                 let value: JSONScalar
                 switch scanner.peek() {
                 case UInt8(ascii: "\""):
                     try scanner.scanString()
-                    value = .string(decodeString(bytes, valueStart, scanner.index))
+                    value = .string(JSONScanner.decodeString(bytes, valueStart, scanner.index, bytesMax: stringBytesMax, strict: false)!)
                 case UInt8(ascii: "{"), UInt8(ascii: "["):
                     try scanner.skipValue()
                     value = .nested
@@ -287,67 +353,11 @@ struct FlatObjectReader {
                     value = .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[valueStart..<scanner.index]), as: UTF8.self))
                 }
                 members.append((key, value))
-                scanner.skipWhitespace()
-                switch scanner.peek() {
-                case UInt8(ascii: ","): scanner.index += 1
-                case UInt8(ascii: "}"): return (members, nil)
-                case nil: throw scanner.fail("unterminated object")
-                default: throw scanner.fail("expected ',' or '}' in an object")
-                }
             }
+            return (members, nil)
         } catch {
             return (members, error)
         }
-    }
-
-    /// Decodes a validated string token (quotes included in `start..<end`).
-    static func decodeString(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(min(end - start, stringBytesMax + 4))
-        var index = start + 1
-        let stop = end - 1
-        while index < stop && out.count < stringBytesMax {
-            let byte = bytes[index]
-            if byte != UInt8(ascii: "\\") {
-                out.append(byte)
-                index += 1
-                continue
-            }
-            let escaped = bytes[index + 1]
-            index += 2
-            switch escaped {
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                var scalar = hex4(bytes, index)
-                index += 4
-                if (0xD800..<0xDC00).contains(scalar), index + 6 <= stop,
-                   bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
-                    let low = hex4(bytes, index + 2)
-                    if (0xDC00..<0xE000).contains(low) {
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                        index += 6
-                    }
-                }
-                let unicode = Unicode.Scalar(scalar) ?? "\u{FFFD}"
-                out.append(contentsOf: Array(String(unicode).utf8))
-            default: out.append(escaped)  // " \ /
-            }
-        }
-        if out.count > stringBytesMax {
-            out.removeLast(out.count - stringBytesMax)
-        }
-        // Ill-formed or cut sequences become U+FFFD.
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func hex4(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int) -> UInt32 {
-        var value: UInt32 = 0
-        for offset in 0..<4 { value = value << 4 | UInt32(JSONScanner.hexValue(bytes[index + offset]) ?? 0) }
-        return value
     }
 }
 

@@ -1,5 +1,8 @@
-/// Counts the data rows in an input, fast, for progress totals. It reads `source` to its end (open
-/// a second source for the reader) and keeps only a 256 KiB buffer.
+@testable import PushcastInput
+
+/// Counts the data rows in an input, fast: the reference the reader tests check row counts
+/// against (test support; it was in PushcastInput, where nothing but the tests used it). It reads
+/// `source` to its end (open a second source for the reader) and keeps only a 256 KiB buffer.
 ///
 /// - `format: nil` counts non-empty physical lines (a lone CR before the LF is empty).
 /// - `.ndjson` counts lines that hold anything but spaces, tabs and CRs: exactly the lines the
@@ -10,7 +13,7 @@
 ///   the count drifts, so treat it as an estimate.
 ///
 /// Words without an LF or a quote are skipped 8 bytes at a time.
-public func countLines(source: ByteSource, format: InputFormat? = nil) throws -> Int {
+func countLines(source: ByteSource, format: InputFormat? = nil) throws -> Int {
     let capacity = 256 * 1024
     let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
     defer { buffer.deallocate() }

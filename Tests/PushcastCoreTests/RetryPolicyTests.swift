@@ -1,4 +1,3 @@
-import PushcastAPNs
 import PushcastCore
 import XCTest
 

@@ -1,4 +1,4 @@
-// The APNs payload template: compiled once from JSON text, rendered per row by copying literal
+// The payload template (APNs payloads, and FCM request bodies through FCMMessageTemplate): compiled once from JSON text, rendered per row by copying literal
 // chunks and splicing JSON-escaped column bytes (docs/DESIGN.md §6: per-row JSON serialisation costs
 // 4-26 µs; this costs well under one).
 //
@@ -168,7 +168,7 @@ public struct PayloadTemplate: Sendable {
                     buffer.append(contentsOf: UnsafeBufferPointer(rebasing: literal[step.literalStart..<step.literalEnd]))
                 }
                 if step.column >= 0, let bytes = value(step.column), bytes.count > 0 {
-                    PayloadTemplate.appendEscaped(bytes.assumingMemoryBound(to: UInt8.self), to: &buffer)
+                    JSONWriter.appendEscaped(bytes.assumingMemoryBound(to: UInt8.self), to: &buffer)
                 }
             }
         }
@@ -194,64 +194,5 @@ public struct PayloadTemplate: Sendable {
             }
         }
         return buffer
-    }
-
-    /// Appends `bytes` as the inside of a JSON string: `"` and `\` are escaped, control characters
-    /// use \n \r \t \b \f or \u00XX, U+2028 and U+2029 become \u2028 and \u2029 (they end lines in
-    /// JavaScript), ill-formed UTF-8 becomes U+FFFD, and everything else (RTL text, CJK, emoji)
-    /// passes through unchanged. Runs of safe bytes are copied in one call.
-    static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to buffer: inout [UInt8]) {
-        var runStart = 0
-        var index = 0
-        let count = bytes.count
-        @inline(__always) func flush(_ end: Int) {
-            if end > runStart { buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<end])) }
-        }
-        while index < count {
-            let byte = bytes[index]
-            if byte >= 0x20 && byte < 0x80 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
-                index += 1
-                continue
-            }
-            if byte >= 0x80 {
-                let length = utf8SequenceLength(bytes, index)
-                if length == 3 && byte == 0xE2 && bytes[index + 1] == 0x80 && (bytes[index + 2] == 0xA8 || bytes[index + 2] == 0xA9) {
-                    flush(index)
-                    appendASCII(bytes[index + 2] == 0xA8 ? "\\u2028" : "\\u2029", to: &buffer)
-                    index += 3
-                    runStart = index
-                } else if length == 0 {
-                    flush(index)
-                    buffer.append(contentsOf: [0xEF, 0xBF, 0xBD] as [UInt8])
-                    index += 1
-                    runStart = index
-                } else {
-                    index += length
-                }
-                continue
-            }
-            flush(index)
-            switch byte {
-            case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "\\"))
-            case 0x0A: buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "n"))
-            case 0x0D: buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "r"))
-            case 0x09: buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "t"))
-            case 0x08: buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "b"))
-            case 0x0C: buffer.append(UInt8(ascii: "\\")); buffer.append(UInt8(ascii: "f"))
-            default:
-                appendASCII("\\u00", to: &buffer)
-                buffer.append(hexDigit(byte >> 4))
-                buffer.append(hexDigit(byte & 0x0F))
-            }
-            index += 1
-            runStart = index
-        }
-        flush(count)
-    }
-
-    @inline(__always)
-    private static func appendASCII(_ text: StaticString, to buffer: inout [UInt8]) {
-        buffer.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 }

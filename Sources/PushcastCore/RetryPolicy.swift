@@ -2,8 +2,6 @@
 // Firebase's scale guide asks for jittered backoff to avoid retry amplification, docs/PROTOCOL.md
 // §2.5). Pure arithmetic on an injected random source, so a seeded simulation replays exactly.
 
-import PushcastCore
-
 public struct RetryPolicy: Sendable, Equatable {
     /// The ceiling of the first retry's delay range.
     public var delayBaseNanoseconds: UInt64

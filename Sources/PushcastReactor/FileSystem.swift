@@ -1,0 +1,72 @@
+// Whole-file and directory calls for the CLI and the mock (demo data, generated keys and
+// certificates, scratch directories): small, at start-up or at the end, never on a hot path.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum FileSystem {
+    /// Creates (or replaces) `path` holding `text`, mode 0600 when `secret` (keys), else 0644.
+    public static func write(_ text: String, to path: String, secret: Bool = false) throws(ReactorError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, secret ? 0o600 : 0o644)
+        guard fd >= 0 else { throw ReactorError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        // An existing file keeps its old mode through O_CREAT; a secret one is tightened.
+        if secret { fchmod(fd, 0o600) }
+        var text = text
+        var failure: ReactorError? = nil
+        text.withUTF8 { utf8 in
+            do throws(ReactorError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Whether anything is at `path` (a link is followed).
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
+    /// The size of the file at `path`, or nil when it cannot be seen.
+    public static func size(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
+
+    /// Creates `path` and any missing parents (mode 0777 less the umask); one that exists is fine.
+    public static func createDirectories(_ path: String) throws(ReactorError) {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, 0o777) != 0 && errno != EEXIST {
+                throw ReactorError("cannot create \(prefix): \(String(cString: strerror(errno)))")
+            }
+            prefix += "/"
+        }
+    }
+
+    /// A new private directory (0700) `prefix-XXXXXX` inside `parent`.
+    public static func makeTemporaryDirectory(in parent: String, prefix: String) throws(ReactorError) -> String {
+        var template = Array(((parent.hasSuffix("/") ? parent : parent + "/") + prefix + "-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw ReactorError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
+        }
+        return String(cString: made)
+    }
+
+    /// Removes `path` and, when it is a directory, everything below it (links are removed, not
+    /// followed). Best effort: what cannot be removed stays.
+    public static func removeTree(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR, let directory = opendir(path) {
+            var names: [String] = []
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+                if name != "." && name != ".." { names.append(name) }
+            }
+            closedir(directory)
+            for name in names { removeTree(path + "/" + name) }
+        }
+        remove(path)
+    }
+}

@@ -1,0 +1,54 @@
+// The few calls about the process itself that the CLI and the engine need, kept here so that
+// PushcastReactor stays the one module that calls the kernel (docs/ARCHITECTURE.md, "Syscalls
+// outside PushcastReactor"): sleeping a thread, the process id, the standard streams.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Reactor {
+    /// Blocks the calling thread for `nanoseconds` (nanosleep, resumed after a signal until the
+    /// whole time has passed). Only for threads without a reactor to wait on: start-up retries and
+    /// `--start-jitter`.
+    public static func sleep(nanoseconds: UInt64) {
+        var remaining = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&remaining, &left) != 0 && errno == EINTR {
+            remaining = left
+        }
+    }
+}
+
+/// The running process.
+public enum CurrentProcess {
+    /// getpid(2).
+    public static var id: Int32 { getpid() }
+
+    /// Sends `signal` to this process (the mock's `--duration` ends the way SIGTERM does).
+    public static func send(signal: Int32) {
+        kill(getpid(), signal)
+    }
+}
+
+/// Standard output and standard error: machine-readable output and messages.
+public enum StandardStream: Int32, Sendable {
+    case output = 1
+    case error = 2
+
+    /// Writes all of `text` (short writes and EINTR retried; a closed stream loses it silently,
+    /// as nothing is left to tell).
+    public func write(_ text: String) {
+        var text = text
+        text.withUTF8 { utf8 in
+            var offset = 0
+            while offset < utf8.count {
+                let n = Glibc.write(rawValue, utf8.baseAddress! + offset, utf8.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return }
+                offset += n
+            }
+        }
+    }
+
+    /// Whether the stream is a terminal (isatty): progress is drawn only for a person watching.
+    public var isTerminal: Bool { isatty(rawValue) != 0 }
+}
