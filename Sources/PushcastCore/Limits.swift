@@ -17,6 +17,14 @@ public struct Limits: Sendable, Equatable {
     public var receiveBufferCount: Int = 256
     /// The most response-body bytes kept per stream (APNs error bodies are tiny).
     public var responseBodyBytesMax: Int = 4096
+    /// A response body over this many bytes fails its stream (`.responseBodyTooLarge`, reset
+    /// with CANCEL): APNs and FCM answers are a few hundred bytes, so a bigger one is a broken or
+    /// hostile server, and reading it on would only burn bandwidth and CPU.
+    public var responseBodyBytesAccepted: Int = 64 * 1024
+    /// A response header block over this many bytes (names and values plus 32 bytes a field, as
+    /// RFC 9113 §6.5.2 counts a header list) fails its stream the same way
+    /// (`.responseHeadersTooLarge`).
+    public var responseHeaderBytesAccepted: Int = 64 * 1024
     /// Response headers a client keeps (lower-case names); the rest are skipped without making
     /// Strings for them. APNs answers carry apns-id (and apns-unique-id in development); FCM's
     /// quota errors carry retry-after.

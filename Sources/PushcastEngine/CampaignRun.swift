@@ -216,7 +216,7 @@ public final class CampaignRun {
         crew.addRetries(to: &summary)
         summary.wallSeconds = Double(Reactor.nowNanoseconds() - start) / 1e9
         summary.stoppedBecause = loop.interruptedBecause ?? outcomes.reasonForStop ?? failure?.description
-        summary.interrupted = loop.interruptedBecause != nil
+        summary.interrupted = loop.interruptedBecause != nil || outcomes.stoppedResumably
         loop.showProgress(summary: summary, last: true)
         if let path = output.summaryPath {
             // A summary that cannot be written (a full disk) is still printed by the caller.

@@ -100,11 +100,21 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
     case connectionLost
     /// The per-request deadline passed; the stream was reset with CANCEL. Fate unknown.
     case deadlineExceeded
+    /// The response body went over `Limits.responseBodyBytesAccepted`; the stream was reset
+    /// with CANCEL. The server took the request, so its fate is unknown.
+    case responseBodyTooLarge
+    /// The response header block went over `Limits.responseHeaderBytesAccepted`; the stream
+    /// was reset with CANCEL. Fate unknown.
+    case responseHeadersTooLarge
+    /// The request body never went out: the peer's flow-control window stayed closed (no
+    /// WINDOW_UPDATE) until the deadline or the connection's end. The server has at most the
+    /// HEADERS, without END_STREAM: an incomplete request it cannot have acted on.
+    case flowControlBlocked
 
     public var isSafeToRetry: Bool {
         switch self {
-        case .refusedStream, .goAwayUnprocessed, .notSent: return true
-        case .reset, .connectionLost, .deadlineExceeded: return false
+        case .refusedStream, .goAwayUnprocessed, .notSent, .flowControlBlocked: return true
+        case .reset, .connectionLost, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge: return false
         }
     }
 }
