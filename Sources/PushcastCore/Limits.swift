@@ -56,6 +56,9 @@ public struct Limits: Sendable, Equatable {
         guard socketSendBufferBytes >= 2 * tlsWriteBatchBytes + 1024 else {
             throw LimitsError("socket send buffer must hold two TLS write batches")
         }
+        guard responseBodyBytesAccepted >= responseBodyBytesMax && responseHeaderBytesAccepted >= 1024 else {
+            throw LimitsError("a response must be accepted up to the bytes kept of it, and a header block up to 1 KiB at least")
+        }
         guard receiveBufferCount > 0 && receiveBufferCount & (receiveBufferCount - 1) == 0 else {
             throw LimitsError("receive buffer count must be a power of two")
         }

@@ -111,6 +111,21 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
     /// HEADERS, without END_STREAM: an incomplete request it cannot have acted on.
     case flowControlBlocked
 
+    /// What happened, in words, for a message.
+    public var explanation: String {
+        switch self {
+        case .refusedStream: return "stream refused (RST_STREAM REFUSED_STREAM)"
+        case .goAwayUnprocessed: return "GOAWAY before the request was processed"
+        case .notSent: return "the connection was lost before the request went out"
+        case .reset(let code): return "stream reset (RST_STREAM error code \(code))"
+        case .connectionLost: return "the connection was lost after the request went out"
+        case .deadlineExceeded: return "no answer within --request-timeout"
+        case .responseBodyTooLarge: return "a response body over Limits.responseBodyBytesAccepted"
+        case .responseHeadersTooLarge: return "a response header block over Limits.responseHeaderBytesAccepted"
+        case .flowControlBlocked: return "the server never opened its flow-control window: the request body could not be sent"
+        }
+    }
+
     public var isSafeToRetry: Bool {
         switch self {
         case .refusedStream, .goAwayUnprocessed, .notSent, .flowControlBlocked: return true

@@ -230,12 +230,14 @@ final class ServerMisbehaviorTests: XCTestCase {
         return probe
     }
 
-    /// A mock in `mode` and a probe that sent it `count` requests and saw each of them fail.
-    private func failedRequests(_ mode: ServerMisbehavior, _ count: Int, file: StaticString = #filePath,
+    /// A mock in `mode` and a probe that sent it `count` requests (on the FCM port's token
+    /// endpoint with `fcm`) and saw each of them fail.
+    private func failedRequests(_ mode: ServerMisbehavior, _ count: Int, fcm: Bool = false, file: StaticString = #filePath,
                                 line: UInt = #line) throws -> (MockServer, HostileServerProbe) {
-        let server = try startMock(mode)
-        let probe = try connectedProbe(server.port, file: file, line: line)
-        XCTAssertTrue(probe.submit(count, authority: "127.0.0.1:\(server.port)"), file: file, line: line)
+        let server = try startMock(mode, fcm: fcm)
+        let port = fcm ? try XCTUnwrap(server.fcm).port : server.port
+        let probe = try connectedProbe(port, file: file, line: line)
+        XCTAssertTrue(probe.submit(count, authority: "127.0.0.1:\(port)", path: fcm ? "/token" : devicePath), file: file, line: line)
         XCTAssertTrue(probe.pump(seconds: 10) { probe.failures.count == count }, probe.summary, file: file, line: line)
         return (server, probe)
     }
@@ -347,11 +349,7 @@ final class ServerMisbehaviorTests: XCTestCase {
 
     /// The FCM listener misbehaves the same way, token endpoint included.
     func testMisbehaviorAppliesToTheFCMPort() throws {
-        let server = try startMock(.refuseAll, fcm: true)
-        let fcm = try XCTUnwrap(server.fcm)
-        let probe = try connectedProbe(fcm.port)
-        XCTAssertTrue(probe.submit(1, authority: "127.0.0.1:\(fcm.port)", path: "/token"))
-        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 1 }, probe.summary)
+        let (server, probe) = try failedRequests(.refuseAll, 1, fcm: true)
         XCTAssertEqual(probe.failures, [.refusedStream])
         XCTAssertTrue(pumpUntilCounted(probe, server) { $0.fcm.misbehavior.streamsRefused == 1 }, "\(server.board.total().fcm.misbehavior)")
         let statistics = server.stop()
@@ -360,6 +358,17 @@ final class ServerMisbehaviorTests: XCTestCase {
     }
 
     // MARK: - Answers a client must bound
+
+    /// The token endpoint answers as hugely as the sends: a client bounds both.
+    func testHugeAnswersComeFromTheFCMPortToo() throws {
+        for (mode, failure) in [(ServerMisbehavior.hugeBody, HTTP2StreamFailure.responseBodyTooLarge), (.hugeHeaders, .responseHeadersTooLarge)] {
+            let (server, probe) = try failedRequests(mode, 1, fcm: true)
+            XCTAssertEqual(probe.failures, [failure], "\(mode)")
+            let statistics = server.stop()
+            XCTAssertEqual(statistics.fcm.tokenRequests, 0, "\(mode)")
+            XCTAssertEqual(statistics.fcm.misbehavior.hugeBodiesSent + statistics.fcm.misbehavior.hugeHeadersSent, 1, "\(mode)")
+        }
+    }
 
     func testHugeBodyNeverEndsAndTheClientResetsItPastItsLimit() throws {
         let (server, probe) = try failedRequests(.hugeBody, 2)
