@@ -242,7 +242,7 @@ public final class ClientWorker {
     private func stallDetail() -> String {
         var detail = ""
         let blocked = connections.reduce(0) { $0 + ($1.channel?.session.streamsBlockedByFlowControl ?? 0) }
-        if blocked > 0 { detail += "; \(ConnectionBreaker.windowNeverOpened): \(blocked) requests could not send their bodies" }
+        if blocked > 0 { detail += "; \(ConnectionBreaker.windowNeverOpened): request bodies that could not be sent: \(blocked)" }
         let quiet = clock.nowNanoseconds() &- lastBytesNanoseconds
         if bytesSinceAnswer > 0 && quiet < 1_000_000_000 {
             detail += "; the server kept sending (\(bytesSinceAnswer) bytes since the last answer, the last \(quiet / 1_000_000) ms ago) "
