@@ -17,6 +17,14 @@ public struct Limits: Sendable, Equatable {
     public var receiveBufferCount: Int = 256
     /// The most response-body bytes kept per stream (APNs error bodies are tiny).
     public var responseBodyBytesMax: Int = 4096
+    /// A response body over this many bytes fails its stream (`.responseBodyTooLarge`, reset
+    /// with CANCEL): APNs and FCM answers are a few hundred bytes, so a bigger one is a broken or
+    /// hostile server, and reading it on would only burn bandwidth and CPU.
+    public var responseBodyBytesAccepted: Int = 64 * 1024
+    /// A response header block over this many bytes (names and values plus 32 bytes a field, as
+    /// RFC 9113 §6.5.2 counts a header list) fails its stream the same way
+    /// (`.responseHeadersTooLarge`).
+    public var responseHeaderBytesAccepted: Int = 64 * 1024
     /// Response headers a client keeps (lower-case names); the rest are skipped without making
     /// Strings for them. APNs answers carry apns-id (and apns-unique-id in development); FCM's
     /// quota errors carry retry-after.
@@ -47,6 +55,9 @@ public struct Limits: Sendable, Equatable {
         guard pendingOutputBytesMax >= 1024 else { throw LimitsError("pending output must be at least 1 KiB") }
         guard socketSendBufferBytes >= 2 * tlsWriteBatchBytes + 1024 else {
             throw LimitsError("socket send buffer must hold two TLS write batches")
+        }
+        guard responseBodyBytesAccepted >= responseBodyBytesMax && responseHeaderBytesAccepted >= 1024 else {
+            throw LimitsError("a response must be accepted up to the bytes kept of it, and a header block up to 1 KiB at least")
         }
         guard receiveBufferCount > 0 && receiveBufferCount & (receiveBufferCount - 1) == 0 else {
             throw LimitsError("receive buffer count must be a power of two")

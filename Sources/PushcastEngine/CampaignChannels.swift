@@ -76,6 +76,7 @@ public final class OutcomeChannel: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [OutcomeRecord] = []
     private var stopReason: String?
+    private var stopResumable = false
     private let stopped = Atomic<Bool>(false)
     private let abandoned = Atomic<Bool>(false)
     private var workerFailures: [String] = []
@@ -122,9 +123,13 @@ public final class OutcomeChannel: @unchecked Sendable {
     }
 
     /// A credential the provider rejected: every worker stops handing out new requests.
-    public func stop(reason: String) {
+    /// `resumable`: the first stop was a server that turned bad mid-run (exit 3, not 2).
+    public func stop(reason: String, resumable: Bool = false) {
         condition.lock()
-        if stopReason == nil { stopReason = reason }
+        if stopReason == nil {
+            stopReason = reason
+            stopResumable = resumable
+        }
         stopped.store(true, ordering: .releasing)
         condition.signal()
         condition.unlock()
@@ -147,6 +152,13 @@ public final class OutcomeChannel: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return stopReason
+    }
+
+    /// Whether the run stopped because a server that had answered turned bad (resumable).
+    public var stoppedResumably: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return stopResumable
     }
 
     public func workerFailed(_ message: String) {

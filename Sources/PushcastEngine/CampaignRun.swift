@@ -169,7 +169,7 @@ public final class CampaignRun {
         crew.board.addRetries(to: &summary)
         summary.wallSeconds = Double(crew.nowNanoseconds() - start) / 1e9
         summary.stoppedBecause = loop.interruptedBecause ?? outcomes.reasonForStop ?? failure?.description
-        summary.interrupted = loop.interruptedBecause != nil
+        summary.interrupted = loop.interruptedBecause != nil || outcomes.stoppedResumably
         loop.showProgress(summary: summary, last: true)
         writeSummary(summary)
         return summary

@@ -272,7 +272,7 @@ public enum SingleRequest {
             done = true
         }
         func failed(tag: UInt64, failure: HTTP2StreamFailure) {
-            result = .failure(Failure(description: "\(failure)"))
+            result = .failure(Failure(description: failure.explanation))
             done = true
         }
         var isExhausted: Bool { done }

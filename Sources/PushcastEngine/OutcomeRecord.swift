@@ -78,6 +78,13 @@ public enum OutcomeReason {
     /// Every connection the row was queued on died before its request went out, up to the row's
     /// resend budget.
     public static let notSent = "NotSent"
+    /// The server answered with a body or header block over the client's limits
+    /// (`Limits.responseBodyBytesAccepted`, `Limits.responseHeaderBytesAccepted`): the stream
+    /// was reset, and whether the notification went out is unknown.
+    public static let responseTooLarge = "ResponseTooLarge"
+    /// The request body never went out: the server kept its flow-control window shut until the
+    /// row's deadline. The server cannot have acted on it.
+    public static let flowControlBlocked = "FlowControlBlocked"
     /// The run was interrupted (a signal) and the request was still in flight when its drain
     /// ran out, or an earlier attempt of it may have gone out: its fate is unknown.
     public static let interrupted = "Interrupted"

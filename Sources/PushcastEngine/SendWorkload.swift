@@ -232,6 +232,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         switch failure {
         case .deadlineExceeded: reason = OutcomeReason.timeout
         case .reset: reason = OutcomeReason.streamReset
+        case .responseBodyTooLarge, .responseHeadersTooLarge: reason = OutcomeReason.responseTooLarge
         default: reason = OutcomeReason.connectionLost
         }
         let ready = clock.nowNanoseconds() + policy.retry.delayNanoseconds(retry: notification.attempts, random: random)
@@ -267,6 +268,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             switch failure {
             case .refusedStream: reason = OutcomeReason.refusedStream
             case .goAwayUnprocessed: reason = OutcomeReason.goAwayUnprocessed
+            case .flowControlBlocked: reason = OutcomeReason.flowControlBlocked
             default: reason = OutcomeReason.notSent
             }
             finish(index, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: nil, reason: reason)

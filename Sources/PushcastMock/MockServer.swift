@@ -24,6 +24,9 @@ public struct MockServerConfiguration: Sendable {
     /// `--misbehave MODE`: a hostile server on every listener (APNs and FCM alike); the
     /// behaviour above then never gets a request.
     public var misbehavior: ServerMisbehavior = .none
+    /// `--misbehave-after N`: with `misbehavior`, the first N requests (both listeners together)
+    /// are answered normally; the server turns bad after them.
+    public var misbehaveAfter: Int? = nil
     /// `--log FILE`: an NDJSON line per request.
     public var logPath: String? = nil
     /// `--client-ca FILE`: the APNs listener requires a client certificate and verifies it against
@@ -79,11 +82,12 @@ public final class MockServer: @unchecked Sendable {
         let shared = MockSharedState()
         let limiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
         let streamsMax = configuration.limits.streamsPerConnectionMax
+        let gate = configuration.misbehaveAfter.map { ServerMisbehaviorGate(wellBehavedRequests: $0) }
         let (board, log, behavior) = (board, log, configuration.behavior)
 
         let serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: apnsTLS,
                                                       limits: configuration.limits, reactor: configuration.reactor,
-                                                      misbehavior: configuration.misbehavior)
+                                                      misbehavior: configuration.misbehavior, misbehaviorGate: gate)
         let workerGroup = (threads, stopSignal, failures)
         let (apnsPort, apnsBackend) = try Self.startWorkers(count: workers, name: "mock", configuration: serverConfiguration, group: workerGroup) { index in
             MockResponder(behavior: behavior, board: board, workerIndex: index, shared: shared, rateLimiter: limiter, log: log,
@@ -103,7 +107,7 @@ public final class MockServer: @unchecked Sendable {
         fcmLimits.requestBodyBytesMax = max(fcmLimits.requestBodyBytesMax, MockFCMConfiguration.requestBodyBytesMax)
         let fcmServerConfiguration = ServerConfiguration(host: configuration.host, port: fcmConfiguration.port, tls: tls,
                                                          limits: fcmLimits, reactor: configuration.reactor,
-                                                         misbehavior: configuration.misbehavior)
+                                                         misbehavior: configuration.misbehavior, misbehaviorGate: gate)
         do {
             let (fcmPort, _) = try Self.startWorkers(count: workers, name: "mock-fcm", configuration: fcmServerConfiguration, group: workerGroup) { index in
                 MockFCMResponder(shared: fcmShared, behavior: behavior, board: board, slot: workers + index, workerIndex: index,

@@ -114,6 +114,16 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
     public var connectionsClosed = 0
     /// Connections that got bytes that are not HTTP/2 (garbage-after-preface).
     public var garbageSent = 0
+    /// Requests answered with a body that never ends (huge-body) or a huge header block
+    /// (huge-headers).
+    public var hugeBodiesSent = 0
+    public var hugeHeadersSent = 0
+    /// Connections switched to one byte at a time (trickle).
+    public var connectionsTrickled = 0
+    /// Connections opened with a flow-control window of 0 (window-zero).
+    public var windowsWithheld = 0
+    /// Open connections closed unanswered when the server turned bad (--misbehave-after).
+    public var connectionsDropped = 0
 
     public init() {}
 
@@ -127,6 +137,11 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
         case .goAwaySent: goAwaysSent += 1
         case .connectionClosed: connectionsClosed += 1
         case .garbageSent: garbageSent += 1
+        case .hugeBodySent: hugeBodiesSent += 1
+        case .hugeHeadersSent: hugeHeadersSent += 1
+        case .trickleStarted: connectionsTrickled += 1
+        case .windowWithheld: windowsWithheld += 1
+        case .connectionDropped: connectionsDropped += 1
         }
     }
 
@@ -137,11 +152,18 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
         goAwaysSent += other.goAwaysSent
         connectionsClosed += other.connectionsClosed
         garbageSent += other.garbageSent
+        hugeBodiesSent += other.hugeBodiesSent
+        hugeHeadersSent += other.hugeHeadersSent
+        connectionsTrickled += other.connectionsTrickled
+        windowsWithheld += other.windowsWithheld
+        connectionsDropped += other.connectionsDropped
     }
 
     public var json: String {
         "{\"streams_refused\":\(streamsRefused),\"streams_reset\":\(streamsReset),\"requests_ignored\":\(requestsIgnored),"
-            + "\"goaways_sent\":\(goAwaysSent),\"connections_closed\":\(connectionsClosed),\"garbage_sent\":\(garbageSent)}"
+            + "\"goaways_sent\":\(goAwaysSent),\"connections_closed\":\(connectionsClosed),\"garbage_sent\":\(garbageSent),"
+            + "\"huge_bodies_sent\":\(hugeBodiesSent),\"huge_headers_sent\":\(hugeHeadersSent),\"connections_trickled\":\(connectionsTrickled),"
+            + "\"windows_withheld\":\(windowsWithheld),\"connections_dropped\":\(connectionsDropped)}"
     }
 }
 

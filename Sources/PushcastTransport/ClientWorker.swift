@@ -1,6 +1,7 @@
 import PushcastCore
 import PushcastReactor
 import PushcastWire
+import Synchronization
 
 /// Settings shared by every client worker of one run.
 public struct ClientConfiguration: Sendable {
@@ -16,12 +17,16 @@ public struct ClientConfiguration: Sendable {
     /// The breaker: this many connections in a row that die before any answer (closed during or
     /// right after the TLS handshake, GOAWAY with last-stream-id 0, a protocol error) end the run.
     public var deadConnectionsMax: Int = 8
-    /// The breaker: this many streams in a row refused or reset with no answer in between, over
-    /// at least 2 s (or a quarter of `stallNanoseconds`), end the run ("every stream refused").
+    /// The breaker: this many streams in a row failed with no answer in between end the run:
+    /// reset, timed out or answered over the response limits at once; refused or stuck behind
+    /// a shut flow-control window over at least 2 s (or a quarter of `stallNanoseconds`).
     public var failedStreamsMax: Int = 64
     /// The breaker: requests outstanding (or connections opening) with no answer at all for this
     /// long end the run (`--stall-timeout`).
     public var stallNanoseconds: UInt64 = 30_000_000_000
+    /// Whether any worker of this configuration (one provider's lane) has had an answer: a
+    /// breaker that trips after that says the server turned bad mid-run. Copies share it.
+    public let answers = ServerAnswers()
 
     public init(endpoint: Endpoint, address: String, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
         self.endpoint = endpoint
@@ -30,6 +35,14 @@ public struct ClientConfiguration: Sendable {
         self.limits = limits
         self.reactor = reactor
     }
+}
+
+/// Whether a server has answered anything, shared by the workers of one lane.
+public final class ServerAnswers: Sendable {
+    private let answered = Atomic<Bool>(false)
+    public init() {}
+    public var any: Bool { answered.load(ordering: .relaxed) }
+    func record() { answered.store(true, ordering: .relaxed) }
 }
 
 /// Counters a client worker keeps about its own connections.
@@ -85,6 +98,12 @@ public final class ClientWorker {
     private var inFlight = 0
     private var fatal: TransportError?
     private var breaker: ConnectionBreaker
+    /// This worker has recorded an answer in `configuration.answers` (so it does so once).
+    private var answeredOnce = false
+    /// Bytes received on connections past their handshake since the last answer, and when the
+    /// last came: a server that keeps sending without completing an answer trickles.
+    private var bytesSinceAnswer = 0
+    private var lastBytesNanoseconds: UInt64 = 0
     public private(set) var statistics = ClientWorkerStatistics()
 
     public init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock) throws(TransportError) {
@@ -111,7 +130,7 @@ public final class ClientWorker {
     public func run() throws(TransportError) {
         for c in connections { open(c) }
         while true {
-            if fatal == nil, let trip = breaker.stalled(nowNanoseconds: clock.nowNanoseconds()) { fatal = TransportError(trip) }
+            if fatal == nil, let trip = breaker.stalled(nowNanoseconds: clock.nowNanoseconds()) { fatal = tripped(trip + stallDetail()) }
             if let fatal { abandonAll(); throw fatal }
             if workload.shouldAbandon {
                 abandonAll()
@@ -204,10 +223,32 @@ public final class ClientWorker {
             death = handshakeDone ? .closedAfterHandshake : .closedDuringHandshake
         }
         if let trip = breaker.connectionDied(death) {
-            fatal = TransportError(trip)
+            fatal = tripped(trip)
             return
         }
         c.reconnectAtNanoseconds = now + breaker.reconnectDelay(nowNanoseconds: now)
+    }
+
+    /// The breaker's diagnosis as the run's fatal error: a server that answered before (any
+    /// worker of the lane) turned bad mid-run, which a later `send --resume` can go on from.
+    private func tripped(_ diagnosis: String) -> TransportError {
+        guard configuration.answers.any else { return TransportError(diagnosis) }
+        return TransportError(diagnosis + "; it had answered before, so it turned bad mid-run: resumable with send --resume",
+                              serverTurnedBad: true)
+    }
+
+    /// What a stall diagnosis adds: requests whose bodies wait on a window the server never
+    /// opened, or a server still sending (in the last second) without completing an answer.
+    private func stallDetail() -> String {
+        var detail = ""
+        let blocked = connections.reduce(0) { $0 + ($1.channel?.session.streamsBlockedByFlowControl ?? 0) }
+        if blocked > 0 { detail += "; \(ConnectionBreaker.windowNeverOpened): request bodies that could not be sent: \(blocked)" }
+        let quiet = clock.nowNanoseconds() &- lastBytesNanoseconds
+        if bytesSinceAnswer > 0 && quiet < 1_000_000_000 {
+            detail += "; the server kept sending (\(bytesSinceAnswer) bytes since the last answer, the last \(quiet / 1_000_000) ms ago) "
+                + "but completed no answer: it trickles its answers, slower than --request-timeout"
+        }
+        return detail
     }
 
     private func closeAll() {
@@ -319,6 +360,10 @@ public final class ClientWorker {
         case .received(let slot, let bytes):
             guard let c = bySlot[slot.index], c.slot == slot, let channel = c.channel else { return }
             let wasComplete = channel.isHandshakeComplete
+            if wasComplete {
+                bytesSinceAnswer &+= bytes.count
+                lastBytesNanoseconds = clock.nowNanoseconds()
+            }
             do {
                 try channel.receivedCiphertext(bytes)
             } catch {
@@ -353,11 +398,16 @@ public final class ClientWorker {
                 inFlight -= 1
                 c.answered = true
                 breaker.answered()
+                bytesSinceAnswer = 0
+                if !answeredOnce {
+                    answeredOnce = true
+                    configuration.answers.record()
+                }
                 workload.received(tag: tag, response: response)
             case .failed(let tag, let failure):
                 inFlight -= 1
                 if let trip = breaker.streamFailed(failure, nowNanoseconds: clock.nowNanoseconds()), fatal == nil {
-                    fatal = TransportError(trip)
+                    fatal = tripped(trip)
                 }
                 workload.failed(tag: tag, failure: failure)
             case .goAway(let lastStreamID, _, _):

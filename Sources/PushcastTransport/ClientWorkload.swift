@@ -30,7 +30,13 @@ public protocol ClientWorkload: AnyObject {
 /// Why a client run stopped early.
 public struct TransportError: Error, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// A server that had answered this run turned bad (a breaker tripped after answers): the
+    /// run stops, and `send --resume` can go on once the server works again.
+    public let serverTurnedBad: Bool
+    public init(_ description: String, serverTurnedBad: Bool = false) {
+        self.description = description
+        self.serverTurnedBad = serverTurnedBad
+    }
 }
 
 extension ClientWorkload {

@@ -8,8 +8,11 @@ import PushcastWire
 /// those comes with answers. It trips on what a broken or hostile server does forever:
 /// - `deadConnectionsMax` connections in a row that die before any answer (closed during or right
 ///   after the TLS handshake, GOAWAY with last-stream-id 0, a protocol error);
-/// - `failedStreamsMax` streams in a row refused or reset with no answer in between, lasting at
-///   least 2 s (or a quarter of the stall timeout, when that is shorter);
+/// - `failedStreamsMax` streams in a row that fail with no answer in between: reset, timed out
+///   (`--request-timeout`) or answered over the response limits (`Limits.responseBodyBytesAccepted`,
+///   `Limits.responseHeaderBytesAccepted`) at once; refused, or stuck behind a flow-control
+///   window the server never opens, once that has lasted at least 2 s (or a quarter of the stall
+///   timeout, when that is shorter);
 /// - nothing answered for the stall timeout while requests were outstanding or connections opening.
 /// Between dead connections it backs off exponentially with full jitter, so a server that closes
 /// every connection is not hammered while the breaker counts.
@@ -42,6 +45,7 @@ public struct ConnectionBreaker {
     private let stallNanoseconds: UInt64
     private let reconnectBaseNanoseconds: UInt64
     private let endpoint: String
+    private let limits: Limits
     private let random: SplitMix64
 
     public private(set) var deadInRow = 0
@@ -54,17 +58,19 @@ public struct ConnectionBreaker {
     public init(configuration: ClientConfiguration, endpoint: String, nowNanoseconds: UInt64) {
         self.init(deadConnectionsMax: configuration.deadConnectionsMax, failedStreamsMax: configuration.failedStreamsMax,
                   stallNanoseconds: configuration.stallNanoseconds, reconnectBaseNanoseconds: configuration.reconnectDelayNanoseconds,
-                  endpoint: endpoint, nowNanoseconds: nowNanoseconds)
+                  endpoint: endpoint, nowNanoseconds: nowNanoseconds, limits: configuration.limits)
     }
 
+    /// `limits` gives the request timeout and the response limits the diagnoses name.
     public init(deadConnectionsMax: Int, failedStreamsMax: Int, stallNanoseconds: UInt64, reconnectBaseNanoseconds: UInt64,
-                endpoint: String, nowNanoseconds: UInt64) {
+                endpoint: String, nowNanoseconds: UInt64, limits: Limits = Limits()) {
         precondition(deadConnectionsMax >= 1 && failedStreamsMax >= 1 && stallNanoseconds > 0 && reconnectBaseNanoseconds > 0)
         self.deadConnectionsMax = deadConnectionsMax
         self.failedStreamsMax = failedStreamsMax
         self.stallNanoseconds = stallNanoseconds
         self.reconnectBaseNanoseconds = reconnectBaseNanoseconds
         self.endpoint = endpoint
+        self.limits = limits
         random = SplitMix64(seed: nowNanoseconds ^ 0x9E37_79B9_7F4A_7C15)
     }
 
@@ -98,24 +104,47 @@ public struct ConnectionBreaker {
         return max(1_000_000, random.next().multipliedFullWidth(by: ceiling + 1).high)
     }
 
-    /// A stream failed. Refusals and resets count toward the streak; connection-level failures
-    /// (GOAWAY-unprocessed, never sent, lost) are judged through `connectionDied`.
+    /// A stream failed. Refusals, resets, timeouts, oversized answers and bodies stuck behind a
+    /// closed window count toward the streak; connection-level failures (GOAWAY-unprocessed,
+    /// never sent, lost) are judged through `connectionDied`.
     public mutating func streamFailed(_ failure: HTTP2StreamFailure, nowNanoseconds: UInt64) -> String? {
+        let lasting: Bool
         switch failure {
-        case .refusedStream, .reset: break
-        default: return nil
+        case .refusedStream, .flowControlBlocked: lasting = true
+        case .reset, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge: lasting = false
+        case .goAwayUnprocessed, .notSent, .connectionLost: return nil
         }
         failedStreamsInRow += 1
         lastFailure = failure
+        // A failure the server cannot have acted on (a refusal, a body that could not go out)
+        // must go on for a while: a burst at a connection's start is normal. One that ends a
+        // row's chances (a reset, a timeout, a broken answer) trips at the count.
         guard failedStreamsInRow >= failedStreamsMax,
-              nowNanoseconds &- (waitingSince ?? nowNanoseconds) >= streakNanoseconds else { return nil }
+              !lasting || nowNanoseconds &- (waitingSince ?? nowNanoseconds) >= streakNanoseconds else { return nil }
         let what: String
         switch failure {
         case .refusedStream: what = "every stream refused (RST_STREAM REFUSED_STREAM)"
         case .reset(let code): what = "every stream reset (RST_STREAM error code \(code))"
+        case .deadlineExceeded:
+            what = "every response took longer than --request-timeout (\(Self.seconds(limits.requestTimeoutNanoseconds)))"
+        case .responseBodyTooLarge:
+            what = "every response body over \(Self.kibibytes(limits.responseBodyBytesAccepted)) (Limits.responseBodyBytesAccepted; streams reset)"
+        case .responseHeadersTooLarge:
+            what = "every response header block over \(Self.kibibytes(limits.responseHeaderBytesAccepted)) "
+                + "(Limits.responseHeaderBytesAccepted; streams reset)"
+        case .flowControlBlocked: what = Self.windowNeverOpened + ": no request body could be sent"
         default: what = "every stream failed"
         }
         return "\(endpoint): \(what), \(failedStreamsInRow) in a row with no answer"
+    }
+
+    /// The diagnosis of a server whose flow-control window stays shut.
+    public static let windowNeverOpened = "the server never opened its flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE)"
+
+    static func kibibytes(_ bytes: Int) -> String { bytes % 1024 == 0 ? "\(bytes / 1024) KiB" : "\(bytes) bytes" }
+
+    static func seconds(_ nanoseconds: UInt64) -> String {
+        nanoseconds % 1_000_000_000 == 0 ? "\(nanoseconds / 1_000_000_000) s" : "\(Double(nanoseconds) / 1e9) s"
     }
 
     /// How long refusals or resets must go on with no answer before they trip the breaker: a
@@ -132,7 +161,7 @@ public struct ConnectionBreaker {
         let seconds = Double(nowNanoseconds &- since) / 1e9
         var text = "\(endpoint): no answer for \(Int(seconds.rounded())) s (--stall-timeout)"
         if deadInRow > 0 { text += "; \(deadInRow) connections in a row died before answering" }
-        if failedStreamsInRow > 0 { text += "; \(failedStreamsInRow) streams in a row refused or reset" }
+        if failedStreamsInRow > 0 { text += "; \(failedStreamsInRow) streams in a row refused, reset, timed out or answered over the limits" }
         return text
     }
 }

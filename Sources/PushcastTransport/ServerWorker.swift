@@ -88,9 +88,59 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     /// After the server's SETTINGS, 64 bytes of 0xFF (not an HTTP/2 frame) inside TLS; then
     /// nothing is answered and the connection stays open.
     case garbageAfterPreface = "garbage-after-preface"
+    /// Every request is answered 200 with a body that never ends (DATA frames of
+    /// `hugeBodyChunk` over and over, as fast as flow control lets them go).
+    case hugeBody = "huge-body"
+    /// Every request is answered 200 with a header block of `hugeHeaderCount` headers of
+    /// `hugeHeaderValueBytes` bytes each (128 KiB: HEADERS and several CONTINUATION frames,
+    /// fewer than the 8 CONTINUATIONs after which nghttp2 drops the connection by itself).
+    case hugeHeaders = "huge-headers"
+    /// Requests get their normal answers, but from a connection's first request on, everything
+    /// the server writes on it goes out one byte every `trickleIntervalNanoseconds` (a
+    /// slowloris server): an answer takes over half a minute.
+    case trickle
+    /// SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE: request HEADERS arrive, their
+    /// bodies can never follow, so no request completes and none is answered.
+    case windowZero = "window-zero"
 
     /// The names `--misbehave` takes: every mode but `none`.
     public static var modeNames: [String] { allCases.filter { $0 != .none }.map(\.rawValue) }
+
+    /// Whether the mode acts on each request (a server that turns bad mid-run switches an open
+    /// connection to it); the others act when a connection starts, so an open connection that
+    /// meets `--misbehave-after` is closed instead.
+    var actsPerRequest: Bool {
+        switch self {
+        case .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle: return true
+        case .none, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .windowZero: return false
+        }
+    }
+
+    /// huge-body: the chunk repeated forever.
+    static let hugeBodyChunk = [UInt8](repeating: UInt8(ascii: "x"), count: 16 * 1024)
+    /// huge-headers: 8 headers of 16 KiB (under nghttp2's 64 KiB limit on one field).
+    static let hugeHeaderCount = 8
+    static let hugeHeaderValueBytes = 16 * 1024
+    static let hugeHeaderList: [HTTP2Header] = (0..<hugeHeaderCount).map {
+        HTTP2Header("x-hostile-\($0)", String(repeating: "h", count: hugeHeaderValueBytes))
+    }
+    /// trickle: one byte per half second per connection.
+    public static let trickleIntervalNanoseconds: UInt64 = 500_000_000
+}
+
+/// `--misbehave-after N`: the first N requests (over every listener and worker sharing it) are
+/// answered normally; the server misbehaves from then on.
+public final class ServerMisbehaviorGate: Sendable {
+    public let wellBehavedRequests: Int
+    private let seen = Atomic<Int>(0)
+
+    public init(wellBehavedRequests: Int) { self.wellBehavedRequests = wellBehavedRequests }
+
+    /// Counts a request; true while it is one of the first N.
+    func admitsNormally() -> Bool { seen.wrappingAdd(1, ordering: .relaxed).newValue <= wellBehavedRequests }
+
+    /// Whether the server has turned bad (new connections misbehave from their start).
+    var hasTurned: Bool { seen.load(ordering: .relaxed) >= wellBehavedRequests }
 }
 
 /// What a misbehaving worker did, as reported to `ServerResponder.misbehaved`.
@@ -107,6 +157,17 @@ public enum ServerMisbehaviorAction: Sendable, Equatable {
     case connectionClosed
     /// Bytes that are not HTTP/2 sent on a connection (garbage-after-preface).
     case garbageSent
+    /// A request answered with a body that never ends (huge-body).
+    case hugeBodySent
+    /// A request answered with a huge header block (huge-headers).
+    case hugeHeadersSent
+    /// A connection that from now on writes one byte at a time (trickle).
+    case trickleStarted
+    /// A connection opened with a flow-control window of 0 (window-zero).
+    case windowWithheld
+    /// An open connection closed unanswered when the server turned bad (`--misbehave-after`
+    /// with a mode that acts when a connection starts).
+    case connectionDropped
 }
 
 public struct ServerConfiguration: Sendable {
@@ -117,14 +178,18 @@ public struct ServerConfiguration: Sendable {
     public var reactor: ReactorConfiguration
     /// `.none` unless a test or `pushcast mock --misbehave` asks for a hostile server.
     public var misbehavior: ServerMisbehavior
+    /// With `misbehavior`: behave for the gate's first requests, then turn bad (nil: bad from
+    /// the start).
+    public var misbehaviorGate: ServerMisbehaviorGate?
     public init(host: String, port: UInt16, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration,
-                misbehavior: ServerMisbehavior = .none) {
+                misbehavior: ServerMisbehavior = .none, misbehaviorGate: ServerMisbehaviorGate? = nil) {
         self.host = host
         self.port = port
         self.tls = tls
         self.limits = limits
         self.reactor = reactor
         self.misbehavior = misbehavior
+        self.misbehaviorGate = misbehaviorGate
     }
 }
 
@@ -159,10 +224,19 @@ public final class ServerWorker {
         /// Misbehaviour only (close-after-handshake): input is ignored and only what TLS itself
         /// queued goes out (never an HTTP/2 frame) before the close.
         var muted = false
-        init(slot: Slot, channel: ServerConnection, control: ServerConnectionControl) {
+        /// How this connection misbehaves: the server's mode, or `.none` while a
+        /// `--misbehave-after` gate still admits requests (a per-request mode takes over when it
+        /// closes).
+        var mode: ServerMisbehavior
+        /// Misbehaviour only (trickle): ciphertext waiting to go out one byte at a time.
+        var trickling = false
+        var trickleBacklog: [UInt8] = []
+        var trickleSent = 0
+        init(slot: Slot, channel: ServerConnection, control: ServerConnectionControl, mode: ServerMisbehavior) {
             self.slot = slot
             self.channel = channel
             self.control = control
+            self.mode = mode
         }
     }
 
@@ -192,6 +266,10 @@ public final class ServerWorker {
     private var delayed: MinHeap<Delayed>
     private var sequence: UInt64 = 0
     private var nextConnectionID: UInt64
+    /// trickle: the connections that write one byte at a time, and when the next byte goes.
+    private var trickling: [Connection] = []
+    private var nextTrickleNanoseconds: UInt64? = nil
+    private var trickleScratch = [UInt8](repeating: 0, count: 16 * 1024)
     public let port: UInt16
 
     /// Binds the listening socket now, so that port 0 resolves to a real port before `run`.
@@ -219,9 +297,9 @@ public final class ServerWorker {
     public func run() throws(TransportError) {
         while !stopSignal.isStopped {
             var timeout: UInt64? = nil
-            if let head = delayed.first {
+            if let due = [delayed.first?.dueNanoseconds, nextTrickleNanoseconds].compactMap({ $0 }).min() {
                 let now = Reactor.nowNanoseconds()
-                timeout = head.dueNanoseconds > now ? head.dueNanoseconds - now : 0
+                timeout = due > now ? due - now : 0
             }
             do {
                 try reactor.poll(timeoutNanoseconds: timeout) { event in self.handle(event) }
@@ -230,6 +308,7 @@ public final class ServerWorker {
             }
             releaseDue()
             flushDirty()
+            trickleDue()
             responder.turnEnded()
         }
         for case let c? in connections { reactor.close(c.slot) }
@@ -278,17 +357,22 @@ public final class ServerWorker {
 
     private func accepted(_ slot: Slot) {
         let c: Connection
+        let mode = configuration.misbehaviorGate.map { $0.hasTurned ? misbehavior : .none } ?? misbehavior
         do {
-            let channel = try ServerConnection(context: configuration.tls, limits: configuration.limits)
+            var limits = configuration.limits
+            if mode == .windowZero { limits.windowBytes = 0 }
+            let channel = try ServerConnection(context: configuration.tls, limits: limits)
             nextConnectionID += 1
-            c = Connection(slot: slot, channel: channel, control: ServerConnectionControl(id: nextConnectionID, session: channel.session))
+            c = Connection(slot: slot, channel: channel, control: ServerConnectionControl(id: nextConnectionID, session: channel.session),
+                           mode: mode)
         } catch {
             reactor.close(slot)
             return
         }
         register(c)
         responder.connectionOpened(c.control)
-        if misbehavior == .goAwayZero {
+        if mode == .windowZero { responder.misbehaved(.windowWithheld, on: c.control) }
+        if mode == .goAwayZero {
             // Queued behind the SETTINGS; nothing of the session goes out before the handshake ends.
             c.control.goAwayBeforeAnyStream(debugData: "pushcast mock --misbehave goaway-zero")
             responder.misbehaved(.goAwaySent, on: c.control)
@@ -311,7 +395,7 @@ public final class ServerWorker {
             c.control.clientCertificate = configuration.tls.takeClientCertificate()
                 ?? TLSClientCertificate(subjectUID: nil, commonName: nil, verificationError: "no client certificate was recorded")
         }
-        if misbehavior != .none && !c.handshakeSeen && c.channel.isHandshakeComplete {
+        if c.mode != .none && !c.handshakeSeen && c.channel.isHandshakeComplete {
             c.handshakeSeen = true
             guard handshakeCompleted(c) else { return }
         }
@@ -322,7 +406,7 @@ public final class ServerWorker {
     /// The misbehaviours that act once per connection, when its TLS handshake completes. Returns
     /// false when the connection is closing and needs nothing more now.
     private func handshakeCompleted(_ c: Connection) -> Bool {
-        switch misbehavior {
+        switch c.mode {
         case .closeAfterHandshake:
             c.muted = true
             responder.misbehaved(.connectionClosed, on: c.control)
@@ -340,7 +424,7 @@ public final class ServerWorker {
             }
             responder.misbehaved(.garbageSent, on: c.control)
             return true
-        case .none, .refuseAll, .resetAll, .silent:
+        case .none, .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .windowZero:
             return true
         }
     }
@@ -358,9 +442,23 @@ public final class ServerWorker {
                 c.control.requestCount += 1
                 let open = session.streamsOpen
                 if open > c.control.streamsOpenMax { c.control.streamsOpenMax = open }
-                if misbehavior == .none {
+                if c.mode == .none, misbehavior != .none, let gate = configuration.misbehaviorGate, !gate.admitsNormally() {
+                    // The server turns bad now. A mode that acts when a connection starts cannot
+                    // start on this one: it goes, unanswered, and the next meets the mode.
+                    guard misbehavior.actsPerRequest else {
+                        if !closed { responder.misbehaved(.connectionDropped, on: c.control) }
+                        closed = true
+                        return
+                    }
+                    c.mode = misbehavior
+                }
+                switch c.mode {
+                case .none:
                     reply(c, to: request)
-                } else {
+                case .trickle:
+                    if !c.trickling { startTrickling(c) }
+                    reply(c, to: request)
+                default:
                     misbehave(c, streamID: request.streamID)
                 }
             case .streamCancelled:
@@ -388,16 +486,63 @@ public final class ServerWorker {
     /// A misbehaving worker's treatment of a request: a reset, or nothing at all.
     private func misbehave(_ c: Connection, streamID: Int32) {
         let session = c.channel.session
-        switch misbehavior {
+        switch c.mode {
         case .refuseAll:
             session.refuse(streamID: streamID)
             responder.misbehaved(.streamRefused, on: c.control)
         case .resetAll:
             session.reset(streamID: streamID, errorCode: HTTP2ServerSession.internalErrorCode)
             responder.misbehaved(.streamReset, on: c.control)
-        case .none, .silent, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface:
+        case .hugeBody:
+            session.respond(streamID: streamID, status: 200, headers: [], repeatingBodyForever: ServerMisbehavior.hugeBodyChunk)
+            responder.misbehaved(.hugeBodySent, on: c.control)
+        case .hugeHeaders:
+            session.respond(streamID: streamID, status: 200, headers: ServerMisbehavior.hugeHeaderList, body: [])
+            responder.misbehaved(.hugeHeadersSent, on: c.control)
+        case .none, .silent, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .trickle, .windowZero:
             responder.misbehaved(.requestIgnored, on: c.control)
         }
+    }
+
+    // MARK: trickle
+
+    private func startTrickling(_ c: Connection) {
+        c.trickling = true
+        trickling.append(c)
+        responder.misbehaved(.trickleStarted, on: c.control)
+        if nextTrickleNanoseconds == nil { nextTrickleNanoseconds = Reactor.nowNanoseconds() + ServerMisbehavior.trickleIntervalNanoseconds }
+    }
+
+    /// A trickling connection's flush: its output is taken into the backlog (up to 1 MiB held),
+    /// never staged whole.
+    private func takeIntoBacklog(_ c: Connection) {
+        if c.trickleSent >= 64 * 1024 {
+            c.trickleBacklog.removeFirst(c.trickleSent)
+            c.trickleSent = 0
+        }
+        while c.channel.wantsWrite && c.trickleBacklog.count - c.trickleSent < 1 << 20 {
+            let n = trickleScratch.withUnsafeMutableBytes { c.channel.produceCiphertext(into: $0) }
+            if n == 0 { break }
+            c.trickleBacklog.append(contentsOf: trickleScratch[0..<n])
+        }
+    }
+
+    /// One byte of each trickling connection's backlog, once per interval.
+    private func trickleDue() {
+        guard let due = nextTrickleNanoseconds else { return }
+        let now = Reactor.nowNanoseconds()
+        guard now >= due else { return }
+        trickling.removeAll { connection($0.slot) !== $0 }
+        for c in trickling where c.trickleSent < c.trickleBacklog.count && reactor.stageCapacity(c.slot) > 0 {
+            let byte = c.trickleBacklog[c.trickleSent]
+            if reactor.stage(c.slot, { buffer in
+                buffer[0] = byte
+                return 1
+            }) == 1 {
+                c.trickleSent += 1
+            }
+        }
+        nextTrickleNanoseconds = trickling.isEmpty ? nil : now + ServerMisbehavior.trickleIntervalNanoseconds
     }
 
     /// Answers now, or queues the answer for `delay` nanoseconds (the mock's latency).
@@ -457,6 +602,10 @@ public final class ServerWorker {
     }
 
     private func flush(_ c: Connection) {
+        if c.trickling {
+            takeIntoBacklog(c)
+            return
+        }
         if c.muted {
             while reactor.stageCapacity(c.slot) > 0 && reactor.stage(c.slot, { c.channel.takeTLSCiphertext(into: $0) }) > 0 {}
             return

@@ -52,6 +52,10 @@ public final class HTTP2ClientSession {
         var responseBody: [UInt8] = []
         var responseBodyTruncated = false
         var responseComplete = false
+        /// Response bytes seen so far, against `Limits.responseBodyBytesAccepted` and
+        /// `Limits.responseHeaderBytesAccepted`.
+        var responseBodyBytes = 0
+        var responseHeaderBytes = 0
     }
 
     /// A slot keeps body storage up to this size between streams (APNs and FCM cap payloads at 4 KiB).
@@ -259,6 +263,8 @@ public final class HTTP2ClientSession {
         slot.pointee.status = 0
         slot.pointee.responseBodyTruncated = false
         slot.pointee.responseComplete = false
+        slot.pointee.responseBodyBytes = 0
+        slot.pointee.responseHeaderBytes = 0
         streamTable[Int(streamID >> 1) & streamTableMask] = Int32(truncatingIfNeeded: index)
         if newestSlot >= 0 { slots[newestSlot].next = index } else { oldestSlot = index }
         newestSlot = index
@@ -332,7 +338,7 @@ public final class HTTP2ClientSession {
         while oldestSlot >= 0 && slots[oldestSlot].deadlineNanoseconds <= now {
             let index = oldestSlot
             nghttp2_submit_rst_stream(session, NG.flagNone, slots[index].streamID, NG.cancel)
-            finish(index, .failed(tag: slots[index].tag, .deadlineExceeded))
+            finish(index, .failed(tag: slots[index].tag, bodyBlockedByFlowControl(index) ? .flowControlBlocked : .deadlineExceeded))
         }
         if let sent = pingSentNanoseconds {
             if now &- sent >= limits.pingTimeoutNanoseconds {
@@ -450,7 +456,37 @@ public final class HTTP2ClientSession {
 
     private func failureForLostConnection(_ index: Int) -> HTTP2StreamFailure {
         let offset = slots[index].headersOutputOffset
-        return offset >= 0 && outputHandedOut > offset ? .connectionLost : .notSent
+        guard offset >= 0 && outputHandedOut > offset else { return .notSent }
+        return bodyBlockedByFlowControl(index) ? .flowControlBlocked : .connectionLost
+    }
+
+    /// Whether the stream in slot `index` sent its HEADERS but not one byte of its body because
+    /// the peer's flow-control window (the stream's or the connection's) is closed: no END_STREAM
+    /// went out, so the server holds an incomplete request.
+    private func bodyBlockedByFlowControl(_ index: Int) -> Bool {
+        guard slots[index].state == .sent, slots[index].requestBodyCount > 0, slots[index].requestBodyOffset == 0 else { return false }
+        let stream = nghttp2_session_get_stream_remote_window_size(session, slots[index].streamID)
+        let notFound = NGHTTP2_ERR_INVALID_ARGUMENT.rawValue
+        return (stream <= 0 && stream != notFound) || nghttp2_session_get_remote_window_size(session) <= 0
+    }
+
+    /// Open streams whose bodies wait on a closed flow-control window (for a diagnosis).
+    public var streamsBlockedByFlowControl: Int {
+        guard lifecycle != .closed else { return 0 }
+        var count = 0
+        var index = oldestSlot
+        while index >= 0 {
+            if bodyBlockedByFlowControl(index) { count += 1 }
+            index = slots[index].next
+        }
+        return count
+    }
+
+    /// A response over one of the limits: the stream is reset (CANCEL) and fails with `failure`;
+    /// nghttp2's later callbacks for it find no slot, so the rest is read and dropped.
+    private func rejectResponse(_ index: Int, _ failure: HTTP2StreamFailure) {
+        nghttp2_submit_rst_stream(session, NG.flagNone, slots[index].streamID, NG.cancel)
+        finish(index, .failed(tag: slots[index].tag, failure))
     }
 
     /// The connection is unusable: fail every open stream in submission order, then `.closed`.
@@ -538,6 +574,11 @@ public final class HTTP2ClientSession {
                             value: UnsafePointer<UInt8>?, valueLength: Int) {
         guard let index = slotIndex(streamID: streamID), let name, nameLength > 0 else { return }
         let slot = slots + index
+        slot.pointee.responseHeaderBytes += nameLength + valueLength + 32
+        if slot.pointee.responseHeaderBytes > limits.responseHeaderBytesAccepted {
+            rejectResponse(index, .responseHeadersTooLarge)
+            return
+        }
         if name[0] == 0x3A {  // ':'
             if bytesEqual(name, nameLength, ":status"), let value, valueLength == 3 {
                 slot.pointee.status = Int(value[0] &- 0x30) * 100 + Int(value[1] &- 0x30) * 10 + Int(value[2] &- 0x30)
@@ -554,6 +595,11 @@ public final class HTTP2ClientSession {
     fileprivate func dataChunk(streamID: Int32, data: UnsafePointer<UInt8>?, length: Int) {
         guard let index = slotIndex(streamID: streamID), let data, length > 0 else { return }
         let slot = slots + index
+        slot.pointee.responseBodyBytes += length
+        if slot.pointee.responseBodyBytes > limits.responseBodyBytesAccepted {
+            rejectResponse(index, .responseBodyTooLarge)
+            return
+        }
         let room = limits.responseBodyBytesMax - slot.pointee.responseBody.count
         if length > room { slot.pointee.responseBodyTruncated = true }
         let kept = min(room, length)

@@ -31,7 +31,13 @@ public final class HTTP2ServerSession {
         var body: [UInt8] = []
         var responseBody: [UInt8] = []
         var responseBodyOffset = 0
+        /// The body starts over when it ends, forever (`respond(…, repeatingBodyForever:)`).
+        var responseBodyRepeats = false
     }
+
+    /// The largest header block this server will send (nghttp2's default is 64 KiB). Raised so
+    /// that the hostile mock's huge-headers answers go out; real answers are far smaller.
+    public static let sentHeaderBlockBytesMax = 4 << 20
 
     /// Body buffers larger than this are not kept on a free slot.
     private static let keptBodyCapacityMax = 2048
@@ -92,6 +98,7 @@ public final class HTTP2ServerSession {
         // Closed streams are kept only to rebuild the RFC 7540 priority tree, which this server
         // does not use for scheduling decisions worth the cost (one answer per stream).
         nghttp2_option_set_no_closed_streams(option, 1)
+        nghttp2_option_set_max_send_header_block_length(option, Self.sentHeaderBlockBytesMax)
 
         var created: OpaquePointer?
         rv = nghttp2_session_server_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, memory)
@@ -202,6 +209,14 @@ public final class HTTP2ServerSession {
         submitResponse(index: index, streamID: streamID, fields: inlineFields, count: count, body: body)
     }
 
+    /// A hostile answer: `body` sent over and over, never ending (the stream ends only when the
+    /// client resets it or the connection goes). `body` must not be empty.
+    public func respond(streamID: Int32, status: Int, headers: [HTTP2Header], repeatingBodyForever body: [UInt8]) {
+        precondition(!body.isEmpty)
+        respond(streamID: streamID, status: status, headers: headers, body: body)
+        if let index = slotIndex(streamID: streamID), slots[index].state == .answered { slots[index].responseBodyRepeats = true }
+    }
+
     private func submitResponse(index: Int, streamID: Int32, fields: UnsafeMutablePointer<nghttp2_nv>, count: Int, body: [UInt8]) {
         slots[index].state = .answered
         let rv: Int32
@@ -295,6 +310,7 @@ public final class HTTP2ServerSession {
         slot.pointee.streamID = 0
         slot.pointee.responseBody = []
         slot.pointee.responseBodyOffset = 0
+        slot.pointee.responseBodyRepeats = false
         if slot.pointee.body.capacity > Self.keptBodyCapacityMax { slot.pointee.body = [] }
         slot.pointee.next = freeSlot
         freeSlot = index
@@ -424,7 +440,9 @@ public final class HTTP2ServerSession {
             }
             slot.pointee.responseBodyOffset += n
         }
-        if slot.pointee.responseBodyOffset == slot.pointee.responseBody.count { flags.pointee |= NG.dataFlagEOF }
+        if slot.pointee.responseBodyOffset == slot.pointee.responseBody.count {
+            if slot.pointee.responseBodyRepeats { slot.pointee.responseBodyOffset = 0 } else { flags.pointee |= NG.dataFlagEOF }
+        }
         return n
     }
 

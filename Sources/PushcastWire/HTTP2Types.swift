@@ -100,11 +100,36 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
     case connectionLost
     /// The per-request deadline passed; the stream was reset with CANCEL. Fate unknown.
     case deadlineExceeded
+    /// The response body went over `Limits.responseBodyBytesAccepted`; the stream was reset
+    /// with CANCEL. The server took the request, so its fate is unknown.
+    case responseBodyTooLarge
+    /// The response header block went over `Limits.responseHeaderBytesAccepted`; the stream
+    /// was reset with CANCEL. Fate unknown.
+    case responseHeadersTooLarge
+    /// The request body never went out: the peer's flow-control window stayed closed (no
+    /// WINDOW_UPDATE) until the deadline or the connection's end. The server has at most the
+    /// HEADERS, without END_STREAM: an incomplete request it cannot have acted on.
+    case flowControlBlocked
+
+    /// What happened, in words, for a message.
+    public var explanation: String {
+        switch self {
+        case .refusedStream: return "stream refused (RST_STREAM REFUSED_STREAM)"
+        case .goAwayUnprocessed: return "GOAWAY before the request was processed"
+        case .notSent: return "the connection was lost before the request went out"
+        case .reset(let code): return "stream reset (RST_STREAM error code \(code))"
+        case .connectionLost: return "the connection was lost after the request went out"
+        case .deadlineExceeded: return "no answer within --request-timeout"
+        case .responseBodyTooLarge: return "a response body over Limits.responseBodyBytesAccepted"
+        case .responseHeadersTooLarge: return "a response header block over Limits.responseHeaderBytesAccepted"
+        case .flowControlBlocked: return "the server never opened its flow-control window: the request body could not be sent"
+        }
+    }
 
     public var isSafeToRetry: Bool {
         switch self {
-        case .refusedStream, .goAwayUnprocessed, .notSent: return true
-        case .reset, .connectionLost, .deadlineExceeded: return false
+        case .refusedStream, .goAwayUnprocessed, .notSent, .flowControlBlocked: return true
+        case .reset, .connectionLost, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge: return false
         }
     }
 }

@@ -28,8 +28,14 @@ enum MockCommand {
             .value("misbehave", metavar: "MODE", help: "play a hostile server on every port (APNs, FCM and its token endpoint), for tests of a client's limits; "
                    + "refuse-all: RST_STREAM(REFUSED_STREAM) to every request; reset-all: RST_STREAM(INTERNAL_ERROR) to every request; "
                    + "goaway-zero: GOAWAY(last-stream-id 0) right after SETTINGS, then close; close-after-handshake: close the connection right after the TLS handshake; "
-                   + "silent: take requests and never answer; garbage-after-preface: 64 bytes of 0xFF (not HTTP/2) after SETTINGS, then silence",
+                   + "silent: take requests and never answer; garbage-after-preface: 64 bytes of 0xFF (not HTTP/2) after SETTINGS, then silence; "
+                   + "huge-body: answer 200 with a body that never ends; huge-headers: answer 200 with a 2 MiB header block (HEADERS and CONTINUATION frames); "
+                   + "trickle: answer normally, but write each connection's bytes one every 0.5 s from its first request on; "
+                   + "window-zero: SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE, so request bodies cannot be sent. "
+                   + "pushcast send stops each with exit 2 and a diagnosis (README: pushcast mock)",
                    defaultDescription: "none"),
+            .value("misbehave-after", metavar: "N", help: "with --misbehave: answer the first N requests (both ports together) normally, then turn bad: "
+                   + "a per-request mode takes over open connections, the others close them and greet new ones. pushcast send then stops with exit 3 (resumable)"),
             .value("auth", metavar: "token|none", help: "token: verify the ES256 provider token and every APNs header, as APNs does, and FCM bearer tokens; none: answer any POST (for h2load), and FCM sends without a bearer",
                    defaultDescription: "token"),
             .value("client-ca", metavar: "FILE", help: "certificate auth, as APNs: the APNs port requires a client certificate that verifies against the CAs in this PEM file "
@@ -95,6 +101,10 @@ enum MockCommand {
             configuration.behavior.errorRate = rate
         }
         configuration.misbehavior = try parsed.choice("misbehave", default: ServerMisbehavior.none)
+        configuration.misbehaveAfter = try parsed.int("misbehave-after", range: 0...Int.max)
+        if configuration.misbehaveAfter != nil && configuration.misbehavior == .none {
+            throw parsed.error("--misbehave-after needs --misbehave MODE")
+        }
         configuration.logPath = parsed.value("log")
         let checksCredentials = try parsed.choice("auth", from: ["token", "none"]) != "none"
         let keyAnnouncement = try configureAPNsAuthentication(parsed, checksCredentials: checksCredentials, &configuration)
@@ -138,7 +148,8 @@ enum MockCommand {
             Console.error("pushcast mock: APNs certificate auth (\(environment.rawValue)): client certificates must verify against \(clientCA)")
         }
         if configuration.misbehavior != .none {
-            Console.error("pushcast mock: misbehaving on purpose: \(configuration.misbehavior.rawValue)")
+            Console.error("pushcast mock: misbehaving on purpose: \(configuration.misbehavior.rawValue)"
+                + (configuration.misbehaveAfter.map { " after \($0) good answers" } ?? ""))
         }
     }
 

@@ -106,54 +106,131 @@ final class HostileTests: XCTestCase {
 
     // MARK: - Findings 1, 2, 3: every hostile server ends the run in bounded time, with a diagnosis
 
-    /// One `--misbehave` mode: the exit statuses allowed, what stderr must say, and the reasons
-    /// allowed on the rows that do get a line (the rest are left unsent: no line at all).
+    /// One `--misbehave` mode: the exit status, what stderr must say, and the reasons allowed on
+    /// the rows that do get a line (the rest are left unsent: no line at all).
     struct Hostile {
         let mode: String
-        let statuses: Set<Int32>
-        let diagnoses: [String]
+        let status: Int32
+        let diagnosis: String
         let reasons: Set<String>
+        /// `send` options (the resume uses the same command line).
         var extra: [String] = []
+        /// `mock` options besides `--misbehave MODE`.
+        var mockExtra: [String] = []
+        /// Whether the hostile mock's responder answers (and logs 200) some requests.
+        var answers = false
     }
 
     static let hostiles = [
-        Hostile(mode: "refuse-all", statuses: [2], diagnoses: ["every stream refused (RST_STREAM REFUSED_STREAM)"], reasons: ["RefusedStream"]),
-        // Resets leave each row's fate unknown at once; a slow machine may also trip the breaker.
-        Hostile(mode: "reset-all", statuses: [1, 2], diagnoses: ["", "every stream reset (RST_STREAM error code 2)"], reasons: ["StreamReset"]),
-        Hostile(mode: "goaway-zero", statuses: [2], diagnoses: ["GOAWAY with last-stream-id 0 on every connection (8 in a row)"], reasons: []),
-        Hostile(mode: "close-after-handshake", statuses: [2],
-                diagnoses: ["every connection closed right after the TLS handshake (8 in a row)"], reasons: []),
-        Hostile(mode: "silent", statuses: [2], diagnoses: ["no answer for 5 s (--stall-timeout)"], reasons: ["Timeout", "ConnectionLost"],
-                extra: ["--stall-timeout", "5s"]),
-        Hostile(mode: "garbage-after-preface", statuses: [2], diagnoses: ["protocol error from the server"], reasons: []),
+        Hostile(mode: "refuse-all", status: 2, diagnosis: "every stream refused (RST_STREAM REFUSED_STREAM)", reasons: ["RefusedStream"]),
+        Hostile(mode: "reset-all", status: 2, diagnosis: "every stream reset (RST_STREAM error code 2), 64 in a row", reasons: ["StreamReset"]),
+        Hostile(mode: "goaway-zero", status: 2, diagnosis: "GOAWAY with last-stream-id 0 on every connection (8 in a row)", reasons: []),
+        Hostile(mode: "close-after-handshake", status: 2,
+                diagnosis: "every connection closed right after the TLS handshake (8 in a row)", reasons: []),
+        Hostile(mode: "silent", status: 2, diagnosis: "no answer for 3 s (--stall-timeout)", reasons: ["Timeout"],
+                extra: ["--stall-timeout", "3s"]),
+        Hostile(mode: "garbage-after-preface", status: 2, diagnosis: "protocol error from the server", reasons: []),
+        Hostile(mode: "huge-body", status: 2, diagnosis: "every response body over 64 KiB (Limits.responseBodyBytesAccepted; streams reset), 64 in a row",
+                reasons: ["ResponseTooLarge"]),
+        Hostile(mode: "huge-headers", status: 2,
+                diagnosis: "every response header block over 64 KiB (Limits.responseHeaderBytesAccepted; streams reset), 64 in a row",
+                reasons: ["ResponseTooLarge"]),
+        // Answers come a byte every half second: none completes before --request-timeout.
+        Hostile(mode: "trickle", status: 2, diagnosis: "but completed no answer: it trickles its answers, slower than --request-timeout",
+                reasons: ["Timeout"], extra: ["--stall-timeout", "3s", "--request-timeout", "2s"], answers: true),
+        Hostile(mode: "window-zero", status: 2,
+                diagnosis: "no answer for 3 s (--stall-timeout); the server never opened its flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE)",
+                reasons: ["FlowControlBlocked"], extra: ["--stall-timeout", "3s"]),
     ]
 
-    func testEveryMisbehavingServerEndsTheRunWithADiagnosis() throws {
+    /// Servers that answer 500 requests and then turn bad: a per-request mode and one that acts
+    /// when a connection starts. Fewer streams, so that rows are left when it turns.
+    static let turningBad = [
+        Hostile(mode: "refuse-all", status: 3, diagnosis: "every stream refused (RST_STREAM REFUSED_STREAM)", reasons: ["RefusedStream"],
+                extra: ["--connections", "2", "--streams", "50"], mockExtra: ["--misbehave-after", "500"], answers: true),
+        Hostile(mode: "close-after-handshake", status: 3, diagnosis: "every connection closed right after the TLS handshake (8 in a row)",
+                reasons: [], extra: ["--connections", "2", "--streams", "50"], mockExtra: ["--misbehave-after", "500"],
+                answers: true),
+    ]
+
+    func testEveryMisbehavingServerEndsTheRunWithADiagnosisAndResumesOnce() throws {
+        try runHostiles(Self.hostiles)
+    }
+
+    func testAServerThatTurnsBadMidRunStopsResumablyAndResumesOnce() throws {
+        try runHostiles(Self.turningBad)
+    }
+
+    /// For each hostile server: 2,000 rows against it end within 60 s with its exit status and
+    /// diagnosis, each row with one line or none; then `send --resume` with the same command line
+    /// against a healthy mock (the same provider key) finishes the campaign: one line per row,
+    /// each row that had none sent exactly once, and no token delivered twice by the two.
+    private func runHostiles(_ hostiles: [Hostile]) throws {
         var lines = ["device_id,token"]
         for i in 0..<2000 { lines.append("device-\(i),\(String(format: "%08x", i))\(String(repeating: "1", count: 56))") }
         let input = try write("tokens.csv", lines.joined(separator: "\n") + "\n")
         let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
-        for hostile in Self.hostiles {
-            try? FileManager.default.removeItem(atPath: directory + "/results.ndjson")
-            let mock = try startMock(["--misbehave", hostile.mode])
+        // One provider key for every mock: the hostile one and the healthy one that resumes.
+        let keys = try SendTests.Mock(directory: directory, extra: [])
+        _ = keys.stop()
+        let sharedKey = ["--apns-public-key", directory + "/apns-key.pub.pem", "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID]
+        for hostile in hostiles {
+            let place = directory + "/" + hostile.mode
+            func startMock(_ name: String, _ arguments: [String]) throws -> MockProcess {
+                try FileManager.default.createDirectory(atPath: place + name, withIntermediateDirectories: true)
+                return try MockProcess(directory: place + name, arguments: ["--port", "0", "--workers", "2", "--duration", "300s"] + arguments + sharedKey,
+                                       waitFor: ["PORT"])
+            }
+            let mock = try startMock("/hostile", ["--misbehave", hostile.mode] + hostile.mockExtra)
+            func arguments(port: Int, caFile: String) -> [String] {
+                ["send", input, "--payload", payload, "--apns-topic", "com.example.app",
+                 "--apns-key", keys.keyPath, "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID,
+                 "--apns-endpoint", "https://127.0.0.1:\(port)", "--ca-file", caFile,
+                 "--results", place + "/results.ndjson", "--prune", place + "/prune.csv", "--quiet"] + hostile.extra
+            }
             let started = Date()
-            let run = try runPushcast(["send"] + sendArguments(input, mock, payload: payload) + hostile.extra, seconds: 90)
+            let run = try runPushcast(arguments(port: mock.port, caFile: mock.caFile), seconds: 90)
             let seconds = Date().timeIntervalSince(started)
             _ = mock.stop()
-            XCTAssertLessThan(seconds, 60, "\(hostile.mode): the run took \(seconds) s")
-            XCTAssertTrue(hostile.statuses.contains(run.status), "\(hostile.mode): exit \(run.status): \(run.stderr)")
-            if run.status == 2 {
-                XCTAssertTrue(hostile.diagnoses.contains { !$0.isEmpty && run.stderr.contains($0) }, "\(hostile.mode): \(run.stderr)")
-            }
-            let results = try resultLines()
-            XCTAssertEqual(Set(results.compactMap { $0["row"] as? Int }).count, results.count, "\(hostile.mode): a row has two lines")
-            for line in results {
+            let what = "\(hostile.mode) \(hostile.mockExtra)"
+            print("hostile \(what): exit \(run.status) in \(String(format: "%.1f", seconds)) s")
+            XCTAssertLessThan(seconds, 60, "\(what): the run took \(seconds) s")
+            XCTAssertEqual(run.status, hostile.status, "\(what): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains(hostile.diagnosis), "\(what): \(run.stderr)")
+            XCTAssertEqual(run.stderr.contains("turned bad mid-run: resumable with send --resume"), hostile.status == 3, "\(what): \(run.stderr)")
+            let first = try resultsByRow(place + "/results.ndjson")
+            for line in first.values where line["outcome"] as? String != "delivered" {
                 // Requests on the wire when the breaker trips end unknown (ConnectionLost): their fate is unknown.
                 let reason = line["reason"] as? String ?? ""
-                XCTAssertTrue(hostile.reasons.contains(reason) || reason == "ConnectionLost", "\(hostile.mode): \(line)")
+                XCTAssertTrue(hostile.reasons.contains(reason) || reason == "ConnectionLost", "\(what): \(line)")
             }
-            if run.status == 1 { XCTAssertEqual(results.count, 2000, "\(hostile.mode): a finished run has a line per row") }
-            XCTAssertFalse(mock.log.contains { $0["status"] as? Int == 200 }, "\(hostile.mode): the mock delivered something")
+            let hostileDelivered = mock.log.filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String }
+            if !hostile.answers { XCTAssertTrue(hostileDelivered.isEmpty, "\(what): the mock delivered something") }
+            if hostile.status == 3 { XCTAssertGreaterThan(first.count, 0, "\(what): it answered before turning") }
+            XCTAssertLessThan(first.count, 2000, "\(what): nothing was left to resume")
+
+            // The same command line, resumed against a healthy mock.
+            let healthy = try startMock("/healthy", [])
+            let resumed = try runPushcast(arguments(port: healthy.port, caFile: healthy.caFile) + ["--resume"], seconds: 120)
+            _ = healthy.stop()
+            let final = try resultsByRow(place + "/results.ndjson")
+            XCTAssertEqual(final.count, 2000, "\(what): one line per row")
+            let unfinished = final.values.contains { ["failed", "unknown"].contains($0["outcome"] as? String ?? "") }
+            XCTAssertEqual(resumed.status, unfinished ? 1 : 0, "\(what): \(resumed.stderr)")
+            let sentAgain = healthy.log.compactMap { $0["token"] as? String }
+            let unsent = Set((1...2000).filter { first[$0] == nil }.compactMap { final[$0]?["token"] as? String })
+            XCTAssertEqual(sentAgain.count, unsent.count, "\(what): the resume sent a row more than once or missed one")
+            XCTAssertTrue(Set(sentAgain) == unsent, "\(what): the resume sent rows that had a line: "
+                          + "\(Set(sentAgain).subtracting(unsent).prefix(3)), or missed some: \(unsent.subtracting(sentAgain).prefix(3))")
+            let changed = first.filter { final[$0.key]?["outcome"] as? String != $0.value["outcome"] as? String }
+            XCTAssertTrue(changed.isEmpty, "\(what): \(changed.count) lines of the hostile run changed, e.g. row \(changed.first?.key ?? 0)")
+            var deliveries: [String: Int] = [:]
+            for token in hostileDelivered + healthy.log.filter({ $0["status"] as? Int == 200 }).compactMap({ $0["token"] as? String }) {
+                deliveries[token, default: 0] += 1
+            }
+            XCTAssertEqual(deliveries.values.max() ?? 0, 1, "\(what): a token was delivered twice")
+            let phantom = final.values.filter { $0["outcome"] as? String == "delivered" && deliveries[$0["token"] as? String ?? ""] != 1 }
+            XCTAssertTrue(phantom.isEmpty, "\(what): \(phantom.count) rows recorded delivered that no mock delivered, e.g. \(phantom.first ?? [:])")
         }
     }
 

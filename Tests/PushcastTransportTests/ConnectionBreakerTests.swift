@@ -76,4 +76,44 @@ final class ConnectionBreakerTests: XCTestCase {
         b.answered()
         XCTAssertNil(b.stalled(nowNanoseconds: 5_000))
     }
+
+    /// Failures that end a row's chances (a reset, a timeout, an oversized answer) trip at the
+    /// count, with no wait: the rows they cost are gone already.
+    func testResetsTimeoutsAndOversizedAnswersTripAtTheCount() {
+        var limits = Limits()
+        limits.requestTimeoutNanoseconds = 2_000_000_000
+        let cases: [(HTTP2StreamFailure, String)] = [
+            (.reset(errorCode: 2), "every stream reset (RST_STREAM error code 2), 10 in a row with no answer"),
+            (.deadlineExceeded, "every response took longer than --request-timeout (2 s), 10 in a row with no answer"),
+            (.responseBodyTooLarge, "every response body over 64 KiB (Limits.responseBodyBytesAccepted; streams reset), 10 in a row"),
+            (.responseHeadersTooLarge, "every response header block over 64 KiB (Limits.responseHeaderBytesAccepted; streams reset), 10 in a row"),
+        ]
+        for (failure, diagnosis) in cases {
+            var b = ConnectionBreaker(deadConnectionsMax: 8, failedStreamsMax: 10, stallNanoseconds: 60_000_000_000,
+                                      reconnectBaseNanoseconds: 100_000_000, endpoint: "https://example:443", nowNanoseconds: 0, limits: limits)
+            b.activity(nowNanoseconds: 0)
+            for _ in 1...9 { XCTAssertNil(b.streamFailed(failure, nowNanoseconds: 1_000)) }
+            let trip = b.streamFailed(failure, nowNanoseconds: 1_000) ?? ""
+            XCTAssertTrue(trip.contains(diagnosis), "\(failure): \(trip)")
+        }
+    }
+
+    /// Bodies stuck behind a window the server never opens are like refusals: the server never
+    /// had the request, so they must go on a while before they trip.
+    func testAShutWindowTripsOnlyWhenItLasts() {
+        var b = breaker(streams: 10, stall: 8_000_000_000)
+        b.activity(nowNanoseconds: 0)
+        for _ in 0..<50 { XCTAssertNil(b.streamFailed(.flowControlBlocked, nowNanoseconds: 1_000_000)) }
+        let trip = b.streamFailed(.flowControlBlocked, nowNanoseconds: 2_000_000_000) ?? ""
+        XCTAssertTrue(trip.contains("the server never opened its flow-control window"), trip)
+        // An answer in between starts the count over.
+        var c = breaker(streams: 3, stall: 4)
+        c.activity(nowNanoseconds: 0)
+        XCTAssertNil(c.streamFailed(.deadlineExceeded, nowNanoseconds: 10))
+        XCTAssertNil(c.streamFailed(.deadlineExceeded, nowNanoseconds: 10))
+        c.answered()
+        XCTAssertNil(c.streamFailed(.deadlineExceeded, nowNanoseconds: 10))
+        XCTAssertNil(c.streamFailed(.deadlineExceeded, nowNanoseconds: 10))
+        XCTAssertNotNil(c.streamFailed(.deadlineExceeded, nowNanoseconds: 10))
+    }
 }

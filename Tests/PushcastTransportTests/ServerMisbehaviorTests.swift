@@ -29,6 +29,8 @@ final class HostileServerProbe {
     private(set) var sessionError: String?
     /// Why the transport ended (EOF, a reset, a TLS failure), once it has.
     private(set) var transportClosed: String?
+    /// Ciphertext bytes received after the handshake.
+    private(set) var bytesAfterHandshake = 0
 
     init(port: UInt16, tls context: TLSContext) throws {
         tls = try TLSSession(context: context, serverName: "localhost")
@@ -122,6 +124,7 @@ final class HostileServerProbe {
             return
         }
         chunk.withUnsafeBytes { tls.feedCiphertext(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        if handshakeComplete { bytesAfterHandshake += n }
         do {
             if !handshakeComplete {
                 guard try tls.advanceHandshake() else { return }
@@ -205,12 +208,14 @@ final class ServerMisbehaviorTests: XCTestCase {
         server = nil
     }
 
-    private func startMock(_ mode: ServerMisbehavior, backend: IOBackendKind = .epoll, fcm: Bool = false) throws -> MockServer {
+    private func startMock(_ mode: ServerMisbehavior, backend: IOBackendKind = .epoll, fcm: Bool = false,
+                           after: Int? = nil) throws -> MockServer {
         server?.stop()
         var configuration = MockServerConfiguration(certificate: .files(certificateChain: pki.certFile, privateKey: pki.keyFile))
         configuration.workers = 1
         configuration.reactor.backend = backend
         configuration.misbehavior = mode
+        configuration.misbehaveAfter = after
         if fcm { configuration.fcm = MockFCMConfiguration(credentials: .generated(directory: pki.directory)) }
         let started = try MockServer(configuration: configuration)
         server = started
@@ -225,6 +230,18 @@ final class ServerMisbehaviorTests: XCTestCase {
         return probe
     }
 
+    /// A mock in `mode` and a probe that sent it `count` requests (on the FCM port's token
+    /// endpoint with `fcm`) and saw each of them fail.
+    private func failedRequests(_ mode: ServerMisbehavior, _ count: Int, fcm: Bool = false, file: StaticString = #filePath,
+                                line: UInt = #line) throws -> (MockServer, HostileServerProbe) {
+        let server = try startMock(mode, fcm: fcm)
+        let port = fcm ? try XCTUnwrap(server.fcm).port : server.port
+        let probe = try connectedProbe(port, file: file, line: line)
+        XCTAssertTrue(probe.submit(count, authority: "127.0.0.1:\(port)", path: fcm ? "/token" : devicePath), file: file, line: line)
+        XCTAssertTrue(probe.pump(seconds: 10) { probe.failures.count == count }, probe.summary, file: file, line: line)
+        return (server, probe)
+    }
+
     /// Waits (bounded) until the mock's published counters satisfy `condition`, pumping the probe.
     private func pumpUntilCounted(_ probe: HostileServerProbe, _ server: MockServer, _ condition: (MockStatistics) -> Bool) -> Bool {
         probe.pump(seconds: 5) { condition(server.board.total()) }
@@ -232,7 +249,8 @@ final class ServerMisbehaviorTests: XCTestCase {
 
     func testModeNames() {
         XCTAssertEqual(ServerMisbehavior.modeNames,
-                       ["refuse-all", "reset-all", "goaway-zero", "close-after-handshake", "silent", "garbage-after-preface"])
+                       ["refuse-all", "reset-all", "goaway-zero", "close-after-handshake", "silent", "garbage-after-preface",
+                        "huge-body", "huge-headers", "trickle", "window-zero"])
         for name in ServerMisbehavior.modeNames { XCTAssertEqual(ServerMisbehavior(rawValue: name)?.rawValue, name) }
         XCTAssertNil(ServerMisbehavior(rawValue: "refuse"))
     }
@@ -248,10 +266,7 @@ final class ServerMisbehaviorTests: XCTestCase {
     }
 
     func testRefuseAllResetsEveryStreamWithRefusedStream() throws {
-        let server = try startMock(.refuseAll)
-        let probe = try connectedProbe(server.port)
-        XCTAssertTrue(probe.submit(3, authority: "127.0.0.1:\(server.port)"))
-        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 3 }, probe.summary)
+        let (server, probe) = try failedRequests(.refuseAll, 3)
         XCTAssertEqual(probe.failures, [.refusedStream, .refusedStream, .refusedStream])
         XCTAssertTrue(probe.responses.isEmpty && probe.goAways.isEmpty, probe.summary)
         XCTAssertNil(probe.transportClosed, "the connection stays open")
@@ -260,10 +275,7 @@ final class ServerMisbehaviorTests: XCTestCase {
     }
 
     func testResetAllResetsEveryStreamWithInternalError() throws {
-        let server = try startMock(.resetAll)
-        let probe = try connectedProbe(server.port)
-        XCTAssertTrue(probe.submit(3, authority: "127.0.0.1:\(server.port)"))
-        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 3 }, probe.summary)
+        let (server, probe) = try failedRequests(.resetAll, 3)
         let internalError = HTTP2ServerSession.internalErrorCode
         XCTAssertEqual(probe.failures, Array(repeating: .reset(errorCode: internalError), count: 3))
         XCTAssertFalse(probe.failures[0].isSafeToRetry)
@@ -337,15 +349,136 @@ final class ServerMisbehaviorTests: XCTestCase {
 
     /// The FCM listener misbehaves the same way, token endpoint included.
     func testMisbehaviorAppliesToTheFCMPort() throws {
-        let server = try startMock(.refuseAll, fcm: true)
-        let fcm = try XCTUnwrap(server.fcm)
-        let probe = try connectedProbe(fcm.port)
-        XCTAssertTrue(probe.submit(1, authority: "127.0.0.1:\(fcm.port)", path: "/token"))
-        XCTAssertTrue(probe.pump(seconds: 5) { probe.failures.count == 1 }, probe.summary)
+        let (server, probe) = try failedRequests(.refuseAll, 1, fcm: true)
         XCTAssertEqual(probe.failures, [.refusedStream])
         XCTAssertTrue(pumpUntilCounted(probe, server) { $0.fcm.misbehavior.streamsRefused == 1 }, "\(server.board.total().fcm.misbehavior)")
         let statistics = server.stop()
         XCTAssertEqual(statistics.fcm.tokenRequests, 0)
         XCTAssertEqual(statistics.misbehavior, MockMisbehaviorStatistics(), "the APNs listener saw nothing")
+    }
+
+    // MARK: - Answers a client must bound
+
+    /// The token endpoint answers as hugely as the sends: a client bounds both.
+    func testHugeAnswersComeFromTheFCMPortToo() throws {
+        for (mode, failure) in [(ServerMisbehavior.hugeBody, HTTP2StreamFailure.responseBodyTooLarge), (.hugeHeaders, .responseHeadersTooLarge)] {
+            let (server, probe) = try failedRequests(mode, 1, fcm: true)
+            XCTAssertEqual(probe.failures, [failure], "\(mode)")
+            let statistics = server.stop()
+            XCTAssertEqual(statistics.fcm.tokenRequests, 0, "\(mode)")
+            XCTAssertEqual(statistics.fcm.misbehavior.hugeBodiesSent + statistics.fcm.misbehavior.hugeHeadersSent, 1, "\(mode)")
+        }
+    }
+
+    func testHugeBodyNeverEndsAndTheClientResetsItPastItsLimit() throws {
+        let (server, probe) = try failedRequests(.hugeBody, 2)
+        XCTAssertEqual(probe.failures, [.responseBodyTooLarge, .responseBodyTooLarge])
+        XCTAssertFalse(probe.failures[0].isSafeToRetry, "the server took the request")
+        XCTAssertTrue(probe.responses.isEmpty, probe.summary)
+        let frames = WireFrame.parse(probe.plaintext).frames
+        let headers = frames.filter { $0.type == WireFrame.headers }
+        XCTAssertEqual(headers.count, 2, "a 200 answer opens each stream")
+        XCTAssertFalse(frames.contains { $0.type == WireFrame.data && $0.flags & 1 != 0 }, "a body that ends")
+        let dataBytes = frames.filter { $0.type == WireFrame.data }.reduce(0) { $0 + $1.payload.count }
+        XCTAssertGreaterThan(dataBytes, 2 * Limits().responseBodyBytesAccepted, "the body went on past the limit on both streams")
+        XCTAssertNil(probe.transportClosed, "the connection stays usable")
+        XCTAssertEqual(probe.http2.streamsOpen, 0)
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.hugeBodiesSent == 2 }, "\(server.board.total().misbehavior)")
+        XCTAssertEqual(server.stop().requests, 0, "the responder never saw a request")
+    }
+
+    func testHugeHeadersAreCutOffPastTheClientsLimit() throws {
+        let (server, probe) = try failedRequests(.hugeHeaders, 2)
+        XCTAssertEqual(probe.failures, [.responseHeadersTooLarge, .responseHeadersTooLarge])
+        XCTAssertTrue(probe.responses.isEmpty, probe.summary)
+        XCTAssertNil(probe.sessionError, "the block is valid HTTP/2, only too large")
+        let frames = WireFrame.parse(probe.plaintext).frames
+        XCTAssertTrue(frames.contains { $0.type == 0x9 }, "the block goes on in CONTINUATION frames")
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.hugeHeadersSent == 2 }, "\(server.board.total().misbehavior)")
+    }
+
+    func testTrickleWritesAnAnswerOneByteAtATime() throws {
+        let server = try startMock(.trickle)
+        let probe = try connectedProbe(server.port)
+        probe.pump(seconds: 0.3) { false }  // the SETTINGS ACK, at full speed
+        let before = probe.bytesAfterHandshake
+        XCTAssertTrue(probe.submit(1, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.connectionsTrickled == 1 && $0.requests == 1 },
+                      "\(server.board.total())")
+        let start = Date()
+        probe.pump(seconds: 1.2) { !probe.responses.isEmpty }
+        let elapsed = Date().timeIntervalSince(start)
+        let trickled = probe.bytesAfterHandshake - before
+        XCTAssertTrue(probe.responses.isEmpty && probe.failures.isEmpty, "no answer completes so soon: \(probe.summary)")
+        XCTAssertGreaterThanOrEqual(trickled, 1, "the answer is on its way")
+        XCTAssertLessThanOrEqual(Double(trickled), elapsed / 0.5 + 2, "one byte per half second at most")
+        XCTAssertNil(probe.transportClosed)
+    }
+
+    func testWindowZeroNeverLetsARequestBodyThrough() throws {
+        let server = try startMock(.windowZero)
+        let probe = try connectedProbe(server.port)
+        let settings = try XCTUnwrap(WireFrame.parse(probe.plaintext).frames.first { $0.type == WireFrame.settings && $0.flags & 1 == 0 })
+        var window: UInt32? = nil
+        var at = settings.payload.startIndex
+        while at + 6 <= settings.payload.endIndex {
+            let p = settings.payload
+            if UInt16(p[at]) << 8 | UInt16(p[at + 1]) == 0x4 {
+                window = UInt32(p[at + 2]) << 24 | UInt32(p[at + 3]) << 16 | UInt32(p[at + 4]) << 8 | UInt32(p[at + 5])
+            }
+            at += 6
+        }
+        XCTAssertEqual(window, 0, "SETTINGS_INITIAL_WINDOW_SIZE")
+        XCTAssertTrue(probe.submit(2, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertFalse(probe.pump(seconds: 0.5) { !probe.responses.isEmpty || !probe.failures.isEmpty }, probe.summary)
+        XCTAssertEqual(probe.http2.streamsBlockedByFlowControl, 2)
+        XCTAssertFalse(WireFrame.parse(probe.plaintext).frames.contains { $0.type == 0x8 }, "a WINDOW_UPDATE")
+        // The connection goes: the requests never completed, so the client may send them again.
+        probe.http2.connectionLost()
+        var failures: [HTTP2StreamFailure] = []
+        probe.http2.takeEvents { if case .failed(_, let failure) = $0 { failures.append(failure) } }
+        XCTAssertEqual(failures, [.flowControlBlocked, .flowControlBlocked])
+        XCTAssertTrue(failures[0].isSafeToRetry)
+        let statistics = server.stop()
+        XCTAssertEqual(statistics.misbehavior.windowsWithheld, 1)
+        XCTAssertEqual(statistics.requests, 0)
+    }
+
+    // MARK: - A server that turns bad
+
+    /// A mock in `mode` that turns bad after `after` requests, and a probe whose first request
+    /// it answered and that has sent `next` more.
+    private func answeredOnceThenSent(_ mode: ServerMisbehavior, after: Int, next: Int) throws -> (MockServer, HostileServerProbe) {
+        let server = try startMock(mode, after: after)
+        let probe = try connectedProbe(server.port)
+        XCTAssertTrue(probe.submit(1, authority: "127.0.0.1:\(server.port)"))
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.responses.count == 1 }, probe.summary)
+        XCTAssertTrue(probe.submit(next, authority: "127.0.0.1:\(server.port)"))
+        return (server, probe)
+    }
+
+    func testMisbehaveAfterAnswersTheFirstRequestsThenTurns() throws {
+        let (server, probe) = try answeredOnceThenSent(.refuseAll, after: 2, next: 3)
+        XCTAssertTrue(probe.pump(seconds: 5) { probe.responses.count + probe.failures.count == 4 }, probe.summary)
+        XCTAssertEqual(probe.responses.map(\.status), [200, 200])
+        XCTAssertEqual(probe.failures, [.refusedStream, .refusedStream])
+        XCTAssertTrue(pumpUntilCounted(probe, server) { $0.misbehavior.streamsRefused == 2 }, "\(server.board.total().misbehavior)")
+        XCTAssertEqual(server.stop().requests, 2)
+    }
+
+    /// A mode that acts when a connection starts: the open connection goes at the first request
+    /// past the gate, unanswered, and the next connection meets the mode.
+    func testMisbehaveAfterClosesAnOpenConnectionForAConnectionMode() throws {
+        let (server, probe) = try answeredOnceThenSent(.closeAfterHandshake, after: 1, next: 1)
+        XCTAssertFalse(probe.pump(seconds: 5) { false })
+        XCTAssertNotNil(probe.transportClosed, probe.summary)
+        XCTAssertEqual(probe.responses.count, 1)
+        XCTAssertEqual(probe.failures, [.connectionLost])
+        let next = try HostileServerProbe(port: server.port, tls: try pki.clientTLS())
+        XCTAssertFalse(next.pump(seconds: 5) { false })
+        XCTAssertTrue(next.handshakeComplete && next.plaintext.isEmpty, next.summary)
+        let statistics = server.stop().misbehavior
+        XCTAssertEqual(statistics.connectionsDropped, 1)
+        XCTAssertEqual(statistics.connectionsClosed, 1)
     }
 }
