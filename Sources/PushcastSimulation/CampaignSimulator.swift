@@ -144,7 +144,7 @@ public enum CampaignSimulator {
     }
 
     /// A lane's configuration carries a TLS context; the simulator never handshakes with it.
-    private static let clientContext = Result { () throws(TLSError) in try TLSContext(role: .client, configuration: TLSConfiguration()) }
+    private static let clientContext = Result { () throws(TLSError) in try TLSContext(role: .client, configuration: TLSConfiguration(), files: SecretFile.read) }
 
     static func makeLanes(_ scenario: SimulationScenario, tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> [ProviderLane] {
         var limits = Limits()
