@@ -30,6 +30,7 @@ demo: deps
 	.build/release/pushcast demo
 
 test: deps
+	$(PYTHON) scripts/long-functions.py
 	$(SWIFT) build
 	$(SWIFT) test
 

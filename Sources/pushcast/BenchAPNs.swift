@@ -13,13 +13,10 @@ import PushcastWire
 /// `pushcast bench --apns`: the whole send path (row parsing, template, apns-id, JWT, HTTP/2, TLS,
 /// outcome classification, results line) over N synthetic tokens, measured like h2load.
 enum BenchAPNs {
-    static func run(_ parsed: ParsedArguments, requests: Int, connections: Int, streams: Int, workers: Int,
-                    reactor: ReactorConfiguration, body: [UInt8]?, timeout: Duration) throws -> ExitStatus {
-        let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-bench-apns")
-        defer { FileSystem.removeTree(directory) }
-        let topic = parsed.value("apns-topic") ?? "com.example.bench"
-
-        // The endpoint and credentials: given, or an embedded mock with a key pair made now.
+    /// The endpoint and credentials: given (--endpoint, --apns-key...), or an embedded mock with
+    /// a key pair made now.
+    static func target(_ parsed: ParsedArguments, directory: String, workers: Int,
+                       reactor: ReactorConfiguration) throws -> (MockServer?, Endpoint, String?, APNsTokenSource) {
         var mock: MockServer? = nil
         let endpoint: Endpoint
         var caFile = parsed.value("ca-file")
@@ -50,6 +47,36 @@ enum BenchAPNs {
             try CommonOptions.write(mock!.authorityCertificatePEM!, to: caFile!)
             endpoint = Endpoint(host: "127.0.0.1", port: mock!.port)
         }
+        return (mock, endpoint, caFile, tokenSource)
+    }
+
+    static func loadReport(_ summary: CampaignSummary, cpuMicroseconds: UInt64, after: ResourceUsage, requests: Int, connections: Int,
+                           streams: Int, reactor: ReactorConfiguration, mock mockStatistics: MockStatistics?) -> LoadReport {
+        var report = LoadReport()
+        report.requests = requests
+        report.succeeded = summary.outcomes[.delivered]
+        report.statusCounts[200] = report.succeeded
+        report.failed = summary.rows - report.succeeded
+        report.retried = summary.retries
+        report.latencyMicroseconds = summary.latencyMicroseconds
+        report.seconds = summary.wallSeconds
+        report.cpuMicroseconds = cpuMicroseconds
+        report.peakResidentKibibytes = after.peakResidentKibibytes
+        report.connections = connections
+        report.streams = streams
+        report.streamsInFlightMax = mockStatistics?.streamsOpenMax ?? 0
+        report.io = reactor.backend ?? .uring
+        for (kind, count) in summary.outcomes where kind != .delivered { report.failureCounts[kind.rawValue] = count }
+        return report
+    }
+
+    static func run(_ parsed: ParsedArguments, requests: Int, connections: Int, streams: Int, workers: Int,
+                    reactor: ReactorConfiguration, body: [UInt8]?, timeout: Duration) throws -> ExitStatus {
+        let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-bench-apns")
+        defer { FileSystem.removeTree(directory) }
+        let topic = parsed.value("apns-topic") ?? "com.example.bench"
+
+        var (mock, endpoint, caFile, tokenSource) = try target(parsed, directory: directory, workers: workers, reactor: reactor)
         defer { mock?.stop() }
 
         // The same pieces `pushcast send` uses, fed from a generated token stream.
@@ -101,21 +128,8 @@ enum BenchAPNs {
         let mockStatistics = mock?.stop()
         mock = nil
 
-        var report = LoadReport()
-        report.requests = requests
-        report.succeeded = summary.outcomes[.delivered]
-        report.statusCounts[200] = report.succeeded
-        report.failed = summary.rows - report.succeeded
-        report.retried = summary.retries
-        report.latencyMicroseconds = summary.latencyMicroseconds
-        report.seconds = summary.wallSeconds
-        report.cpuMicroseconds = after.cpuMicroseconds - before.cpuMicroseconds
-        report.peakResidentKibibytes = after.peakResidentKibibytes
-        report.connections = connections
-        report.streams = streams
-        report.streamsInFlightMax = mockStatistics?.streamsOpenMax ?? 0
-        report.io = reactor.backend ?? .uring
-        for (kind, count) in summary.outcomes where kind != .delivered { report.failureCounts[kind.rawValue] = count }
+        let report = loadReport(summary, cpuMicroseconds: after.cpuMicroseconds - before.cpuMicroseconds, after: after,
+                                requests: requests, connections: connections, streams: streams, reactor: reactor, mock: mockStatistics)
         if mockStatistics != nil {
             // The embedded mock ran in this process: its CPU is not the client's.
             Console.error("pushcast bench: note: the embedded mock shares this process, so CPU per notification includes the server; pass --endpoint for client-only figures")

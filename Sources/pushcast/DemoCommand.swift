@@ -27,17 +27,13 @@ enum DemoCommand {
             CommonOptions.io,
         ])
 
-    static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
-        let defaultTokens = "data/demo/tokens.csv"
-        let tokens = parsed.value("tokens") ?? defaultTokens
-        let payload = parsed.value("payload") ?? "data/demo/payload.json"
-        let fcmPayload = parsed.value("fcm-payload") ?? "data/demo/fcm-message.json"
-        // data/demo/tokens.csv is the demo's own (gitignored) output: one that an older, APNs-only
-        // demo left behind (no Android rows, see DemoData.isCurrent) is written again, so that the
-        // demo never quietly stays APNs-only. Any other file named with --tokens is the user's and
-        // is only ever written when it is missing.
+    /// data/demo/tokens.csv is the demo's own (gitignored) output: one that an older, APNs-only
+    /// demo left behind (no Android rows, see DemoData.isCurrent) is written again, so that the
+    /// demo never quietly stays APNs-only. Any other file named with --tokens is the user's and
+    /// is only ever written when it is missing.
+    static func writeDemoTokens(_ parsed: ParsedArguments, tokens: String, isDefault: Bool) throws {
         let exists = FileSystem.exists(tokens)
-        let stale = exists && tokens == defaultTokens && !DemoData.isCurrent(path: tokens)
+        let stale = exists && isDefault && !DemoData.isCurrent(path: tokens)
         if !exists || stale {
             let rows = try parsed.int("rows", default: 100_000, range: 1...10_000_000)
             Console.error("pushcast demo: writing \(rows) demo rows (iOS and Android) to \(tokens)"
@@ -45,6 +41,25 @@ enum DemoCommand {
             try? FileSystem.createDirectories((tokens as NSString).deletingLastPathComponent)
             try CommonOptions.write(DemoData.generate(rows: rows, seed: 2026), to: tokens)
         }
+    }
+
+    static func report(_ statistics: MockStatistics) {
+        func statuses(_ counts: [Int: Int]) -> String {
+            counts.keys.sorted().map { "\($0): \(counts[$0]!)" }.joined(separator: ", ")
+        }
+        Console.error("mock APNs: \(statistics.requests) requests (\(statuses(statistics.statusCounts))), \(statistics.connectionsAccepted) connections, "
+            + "\(statistics.goAwaysSent) GOAWAYs, at most \(statistics.streamsOpenMax) streams open on one connection")
+        let f = statistics.fcm
+        Console.error("mock FCM:  \(f.requests) requests (\(statuses(f.statusCounts))), \(f.tokenRequests) token requests (\(f.tokensIssued) tokens issued), "
+            + "\(f.connectionsAccepted) connections, \(f.goAwaysSent) GOAWAYs, at most \(f.streamsOpenMax) streams open on one connection")
+    }
+
+    static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
+        let defaultTokens = "data/demo/tokens.csv"
+        let tokens = parsed.value("tokens") ?? defaultTokens
+        let payload = parsed.value("payload") ?? "data/demo/payload.json"
+        let fcmPayload = parsed.value("fcm-payload") ?? "data/demo/fcm-message.json"
+        try writeDemoTokens(parsed, tokens: tokens, isDefault: tokens == defaultTokens)
         let directory = try CommonOptions.makeTemporaryDirectory(prefix: "pushcast-demo")
         let out = parsed.value("out") ?? directory
         do { try FileSystem.createDirectories(out) } catch {
@@ -105,15 +120,7 @@ enum DemoCommand {
         case .help:
             preconditionFailure("the demo never asks for help")
         }
-        let statistics = mock.stop()
-        func statuses(_ counts: [Int: Int]) -> String {
-            counts.keys.sorted().map { "\($0): \(counts[$0]!)" }.joined(separator: ", ")
-        }
-        Console.error("mock APNs: \(statistics.requests) requests (\(statuses(statistics.statusCounts))), \(statistics.connectionsAccepted) connections, "
-            + "\(statistics.goAwaysSent) GOAWAYs, at most \(statistics.streamsOpenMax) streams open on one connection")
-        let f = statistics.fcm
-        Console.error("mock FCM:  \(f.requests) requests (\(statuses(f.statusCounts))), \(f.tokenRequests) token requests (\(f.tokensIssued) tokens issued), "
-            + "\(f.connectionsAccepted) connections, \(f.goAwaysSent) GOAWAYs, at most \(f.streamsOpenMax) streams open on one connection")
+        report(mock.stop())
         Console.error("summary: \(out)/summary.json")
         return status
     }

@@ -68,6 +68,17 @@ enum MockCommand {
             CommonOptions.io,
         ])
 
+    /// `--error-rate STATUS:FRACTION`.
+    static func errorRate(_ parsed: ParsedArguments) throws -> (Int, Double)? {
+        guard let spec = parsed.value("error-rate") else { return nil }
+        let parts = spec.split(separator: ":")
+        guard parts.count == 2, let status = Int(parts[0]), [429, 500, 503].contains(status),
+              let rate = Double(parts[1]), rate >= 0, rate <= 1 else {
+            throw parsed.error("--error-rate must be STATUS:FRACTION with STATUS 429, 500 or 503, e.g. 503:0.01")
+        }
+        return (status, rate)
+    }
+
     static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
         let certificate: MockCertificate
         switch (parsed.value("cert"), parsed.value("key")) {
@@ -91,12 +102,7 @@ enum MockCommand {
         configuration.reactor = try CommonOptions.reactorConfiguration(parsed)
         configuration.behavior.streamsAfterReject = try parsed.int("streams-after-reject", range: 1...100_000)
         configuration.behavior.rateLimitPerSecond = try parsed.int("rate-limit", range: 1...100_000_000)
-        if let spec = parsed.value("error-rate") {
-            let parts = spec.split(separator: ":")
-            guard parts.count == 2, let status = Int(parts[0]), [429, 500, 503].contains(status),
-                  let rate = Double(parts[1]), rate >= 0, rate <= 1 else {
-                throw parsed.error("--error-rate must be STATUS:FRACTION with STATUS 429, 500 or 503, e.g. 503:0.01")
-            }
+        if let (status, rate) = try errorRate(parsed) {
             configuration.behavior.errorStatus = status
             configuration.behavior.errorRate = rate
         }

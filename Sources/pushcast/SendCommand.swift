@@ -91,6 +91,8 @@ enum SendCommand {
         var layout: RowLayout
         var renderings: [ProviderID: ProviderRendering]
         var settings: APNsSendSettings?
+        /// The APNs endpoint (--endpoint or the environment's), parsed once.
+        var apnsEndpoint: Endpoint?
         var fcm: FCMPlan?
         var campaign: String
         var hasCertificate: Bool
@@ -150,18 +152,81 @@ enum SendCommand {
 
     // MARK: - Plan (everything that can fail before the first send)
 
+    static func inputFormat(_ parsed: ParsedArguments, path: String) throws -> InputFormat {
+        if let name = try parsed.choice("format", from: ["csv", "ndjson"]) { return InputFormat(rawValue: name)! }
+        if let guessed = InputFormat.guess(path: path) { return guessed }
+        if path == "-" { throw parsed.error("reading stdin needs --format csv|ndjson") }
+        throw parsed.error("cannot tell the format of \(path) from its extension; pass --format csv|ndjson")
+    }
+
+    /// A regular file's first read: its repeated tokens, its fingerprint, every NDJSON key, and
+    /// how to open it again. Stdin is read once: none of these.
+    static func firstRead(_ parsed: ParsedArguments, input: InputFile, path: String, format: InputFormat, reader: TokenFileReader,
+                          configured: Set<ProviderID>, campaign: String, defaultProvider: ProviderID,
+                          templateTexts: [String]) throws -> (DuplicatePlan?, String, (() throws -> TokenFileReader)?) {
+        let fileName = reader.fileName
+        guard path != "-" && input.isRegularFile else {
+            // NDJSON read once (stdin): a placeholder's key may first appear on any line; it is a
+            // column from the start, and rows without it render it empty.
+            reader.declareColumns(templateTexts.flatMap { PayloadTemplate.placeholderNames(in: $0) })
+            return (nil, "stdin", nil)
+        }
+        // A first read finds the repeated tokens (and counts the rows for the progress line),
+        // with memory that stays flat whatever the file's size. It also sees every NDJSON key:
+        // the readers that send declare them all, so a key first seen on line 2 is a column
+        // from row 1, and a template's placeholders are checked against the whole file.
+        let open = { try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName) }
+        let hashing = { () throws -> (TokenFileReader, HashingByteSource) in
+            let source = HashingByteSource(InputFileSource(try InputFile(path: path)))
+            return (try TokenFileReader(source: source, format: format, fileName: fileName), source)
+        }
+        let (planned, keys, inputHash) = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
+                                                            campaign: campaign, defaultProvider: defaultProvider)
+        reader.declareColumns(keys)
+        let reopen = {
+            let again = try open()
+            again.declareColumns(keys)
+            return again
+        }
+        return (planned, inputHash, reopen)
+    }
+
+    /// Each configured provider's template compiled against the input's columns, and APNs's
+    /// settings (headers, endpoint, retry policy).
+    static func renderings(_ parsed: ParsedArguments, columns: [String], apnsTemplate: (path: String, text: String)?,
+                           fcmTemplate: (path: String, text: String)?,
+                           tokenSource: APNsTokenSource?) throws -> ([ProviderID: ProviderRendering], APNsSendSettings?, Endpoint?) {
+        var renderings: [ProviderID: ProviderRendering] = [:]
+        var settings: APNsSendSettings? = nil
+        var apnsEndpoint: Endpoint? = nil
+        if let apnsTemplate {
+            let template: PayloadTemplate
+            do {
+                template = try PayloadTemplate.compile(text: apnsTemplate.text, columns: columns)
+            } catch {
+                throw CommandFailure("\(apnsTemplate.path): \(error.description)")
+            }
+            let headers = try makeHeaders(parsed)
+            renderings[.apns] = .apns(template: template, payloadBytesMax: headers.pushType.payloadBytesMax)
+            let endpoint = try endpoint(parsed)
+            apnsEndpoint = endpoint
+            settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority,
+                                        retry: try retryPolicy(parsed), retryUnknown: parsed.flag("retry-unknown"))
+        }
+        if let fcmTemplate {
+            do {
+                renderings[.fcm] = .fcm(template: try FCMMessageTemplate.compile(text: fcmTemplate.text, columns: columns,
+                                                                                validateOnly: parsed.flag("fcm-validate-only"), source: fcmTemplate.path))
+            } catch {
+                throw CommandFailure(error.description)
+            }
+        }
+        return (renderings, settings, apnsEndpoint)
+    }
+
     static func makePlan(_ parsed: ParsedArguments) throws -> Plan {
         guard let path = parsed.positional("file") else { throw parsed.error("missing the token file") }
-        let format: InputFormat
-        if let name = try parsed.choice("format", from: ["csv", "ndjson"]) {
-            format = InputFormat(rawValue: name)!
-        } else if let guessed = InputFormat.guess(path: path) {
-            format = guessed
-        } else if path == "-" {
-            throw parsed.error("reading stdin needs --format csv|ndjson")
-        } else {
-            throw parsed.error("cannot tell the format of \(path) from its extension; pass --format csv|ndjson")
-        }
+        let format = try inputFormat(parsed, path: path)
         let defaultProvider = ProviderID(rawValue: try parsed.choice("provider", from: ["apns", "fcm"]) ?? "apns")!
 
         // Credentials first: a key that cannot be read stops the run before anything else.
@@ -194,65 +259,19 @@ enum SendCommand {
         let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
         let configured = Set([apnsTemplate.map { _ in ProviderID.apns }, fcmTemplate.map { _ in ProviderID.fcm }].compactMap { $0 })
 
-        var duplicatePlan: DuplicatePlan? = nil
-        var inputFingerprint = "stdin"
-        var reopen: (() throws -> TokenFileReader)? = nil
-        if path != "-" && input.isRegularFile {
-            // A first read finds the repeated tokens (and counts the rows for the progress line),
-            // with memory that stays flat whatever the file's size. It also sees every NDJSON key:
-            // the readers that send declare them all, so a key first seen on line 2 is a column
-            // from row 1, and a template's placeholders are checked against the whole file.
-            let open = { try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName) }
-            let hashing = { () throws -> (TokenFileReader, HashingByteSource) in
-                let source = HashingByteSource(InputFileSource(try InputFile(path: path)))
-                return (try TokenFileReader(source: source, format: format, fileName: fileName), source)
-            }
-            let (planned, keys, inputHash) = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
-                                                                campaign: campaign, defaultProvider: defaultProvider)
-            duplicatePlan = planned
-            inputFingerprint = inputHash
-            reader.declareColumns(keys)
-            reopen = {
-                let again = try open()
-                again.declareColumns(keys)
-                return again
-            }
-        } else {
-            // NDJSON read once (stdin): a placeholder's key may first appear on any line; it is a
-            // column from the start, and rows without it render it empty.
-            reader.declareColumns(templateTexts.flatMap { PayloadTemplate.placeholderNames(in: $0) })
-        }
+        let (duplicatePlan, inputFingerprint, reopen) = try firstRead(parsed, input: input, path: path, format: format, reader: reader,
+                                                                      configured: configured, campaign: campaign,
+                                                                      defaultProvider: defaultProvider, templateTexts: templateTexts)
         let layout = reopen != nil || format == .csv ? try strictLayout(reader, parsed, defaultProvider, fileName)
             : RowLayout(growing: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
 
-        var renderings: [ProviderID: ProviderRendering] = [:]
-        var settings: APNsSendSettings? = nil
-        if let apnsTemplate {
-            let template: PayloadTemplate
-            do {
-                template = try PayloadTemplate.compile(text: apnsTemplate.text, columns: reader.columns)
-            } catch {
-                throw CommandFailure("\(apnsTemplate.path): \(error.description)")
-            }
-            let headers = try makeHeaders(parsed)
-            renderings[.apns] = .apns(template: template, payloadBytesMax: headers.pushType.payloadBytesMax)
-            let endpoint = try endpoint(parsed)
-            let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
-            settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority, retry: retry,
-                                        retryUnknown: parsed.flag("retry-unknown"))
-        }
-        if let fcmTemplate {
-            do {
-                renderings[.fcm] = .fcm(template: try FCMMessageTemplate.compile(text: fcmTemplate.text, columns: reader.columns,
-                                                                                validateOnly: parsed.flag("fcm-validate-only"), source: fcmTemplate.path))
-            } catch {
-                throw CommandFailure(error.description)
-            }
-        }
+        let (renderings, settings, apnsEndpoint) = try renderings(parsed, columns: reader.columns, apnsTemplate: apnsTemplate,
+                                                                  fcmTemplate: fcmTemplate, tokenSource: tokenSource)
         var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: duplicatePlan?.rows, layout: layout,
                         renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
                         reopen: reopen, duplicatePlan: duplicatePlan)
         plan.inputFingerprint = inputFingerprint
+        plan.apnsEndpoint = apnsEndpoint
         var templates = ContentHash()
         let fixed = templateTexts + ["apns-topic", "push-type", "priority", "expiration", "collapse-id"].map { "\($0)=\(parsed.value($0) ?? "")" }
             + ["fcm-validate-only=\(parsed.flag("fcm-validate-only"))"]
@@ -416,17 +435,16 @@ enum SendCommand {
         token.count <= 8 ? "<\(token.count) chars>" : "\(token.prefix(8))…<\(token.count) chars>"
     }
 
-    static func check(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
-        var preparer = plan.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
-        let preview = parsed.flag("resume") && plan.inputPath != "-" ? try resumePreview(plan, resultsPath: resultsPath(plan, parsed),
-            format: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!) : nil
+    /// What `check` counts over the whole input.
+    struct CheckTally {
         var resumeCounts = (finished: 0, unknown: 0)
         var summary = CampaignSummary()
         var toSend: [ProviderID: Int] = [:]
         var largest: [ProviderID: Int] = [:]
         var samples: [ProviderID: PreparedNotification] = [:]
         var unconfigured: [ProviderID: (rows: Int, first: Int)] = [:]
-        func tally(_ prepared: PreparedRow) {
+
+        mutating func add(_ prepared: PreparedRow, preview: CampaignDurability.Preview?) {
             switch prepared {
             case .send(let n):
                 switch preview?.verdict(row: n.row, provider: n.provider) ?? .send {
@@ -450,57 +468,35 @@ enum SendCommand {
                 break
             }
         }
+    }
+
+    static func check(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
+        var preparer = plan.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
+        let preview = parsed.flag("resume") && plan.inputPath != "-" ? try resumePreview(plan, resultsPath: resultsPath(plan, parsed),
+            format: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!) : nil
+        var tally = CheckTally()
         let reader = plan.reader
         while true {
             let record: InputRecord?
             do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
             guard let record else { break }
             preparer.follow(reader)
-            tally(preparer.prepare(record))
+            tally.add(preparer.prepare(record), preview: preview)
         }
         Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))")
-        for provider in ProviderID.allCases where plan.renderings[provider] != nil {
-            let what = provider == .apns ? "payload" : "message"
-            Console.out("would send: \(toSend[provider] ?? 0) notifications to \(provider == .apns ? "APNs" : "FCM") "
-                + "(largest body \(largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
-            if provider == .apns, let sample = samples[.apns], let settings = plan.settings {
-                Console.out("first APNs request: POST /3/device/\(redacted(sample.token)) apns-id \(sample.apnsID ?? ""), headers: "
-                    + settings.headers.fixedHeaders.map { "\($0.name): \($0.value)" }.joined(separator: ", "))
-            }
-            if provider == .fcm, let fcm = plan.fcm {
-                Console.out("first FCM request: POST https://\(fcm.endpoint.authority)\(FCMProvider.sendPath(project: fcm.account.projectID))")
-            }
-            if let sample = samples[provider] {
-                // FCM's message carries the token: printed redacted, like every token outside the
-                // results and prune files.
-                let body = String(decoding: sample.payload, as: UTF8.self)
-                Console.out("first \(what): " + (sample.token.isEmpty ? body : body.replacingOccurrences(of: sample.token, with: redacted(sample.token))))
-            }
-        }
+        printProviders(plan, tally)
         if preview != nil || parsed.flag("resume") {
-            Console.out("resume: \(resumeCounts.finished) rows finished, \(resumeCounts.unknown) would be recorded unknown "
+            Console.out("resume: \(tally.resumeCounts.finished) rows finished, \(tally.resumeCounts.unknown) would be recorded unknown "
                 + "(InterruptedInFlight: they may have gone out; --retry-unknown sends them), the rest below to send")
         }
+        let summary = tally.summary
         Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0])" }.joined(separator: ", "))
         if !summary.reasons.isEmpty {
             Console.out("reasons: " + summary.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
-        if let source = plan.settings?.tokenSource {
-            // Signing proves the key works; the token itself is a secret and is not printed.
-            _ = source.current()
-            Console.out("APNs provider token: signed with key \(source.keyID), team \(source.teamID)")
-        }
-        if let fcm = plan.fcm {
-            // Signing an assertion proves the service account's key works; nothing is sent.
-            do {
-                _ = try OAuthAssertion.make(account: fcm.account, signer: fcm.signer, issuedAt: Int64(Reactor.wallClockSeconds()))
-            } catch {
-                throw CommandFailure(error.description)
-            }
-            Console.out("FCM service account: \(fcm.account.clientEmail), project \(fcm.account.projectID), token endpoint \(fcm.tokenURI)")
-        }
-        if !unconfigured.isEmpty {
-            for (provider, seen) in unconfigured.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        try printCredentials(plan)
+        guard tally.unconfigured.isEmpty else {
+            for (provider, seen) in tally.unconfigured.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 let flags = provider == .apns ? "--apns-key/--apns-key-id/--apns-team-id or --apns-cert, with --payload"
                                               : "--fcm-credentials with --fcm-payload"
                 Console.error("pushcast check: \(seen.rows) rows need \(provider.rawValue), which has no credentials "
@@ -511,40 +507,82 @@ enum SendCommand {
         return .success
     }
 
+    /// Per provider: what would be sent, and the first request and body (tokens redacted).
+    static func printProviders(_ plan: Plan, _ tally: CheckTally) {
+        for provider in ProviderID.allCases where plan.renderings[provider] != nil {
+            let what = provider == .apns ? "payload" : "message"
+            Console.out("would send: \(tally.toSend[provider] ?? 0) notifications to \(provider == .apns ? "APNs" : "FCM") "
+                + "(largest body \(tally.largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
+            if provider == .apns, let sample = tally.samples[.apns], let settings = plan.settings {
+                Console.out("first APNs request: POST /3/device/\(redacted(sample.token)) apns-id \(sample.apnsID ?? ""), headers: "
+                    + settings.headers.fixedHeaders.map { "\($0.name): \($0.value)" }.joined(separator: ", "))
+            }
+            if provider == .fcm, let fcm = plan.fcm {
+                Console.out("first FCM request: POST https://\(fcm.endpoint.authority)\(FCMProvider.sendPath(project: fcm.account.projectID))")
+            }
+            if let sample = tally.samples[provider] {
+                // FCM's message carries the token: printed redacted, like every token outside the
+                // results and prune files.
+                let body = String(decoding: sample.payload, as: UTF8.self)
+                Console.out("first \(what): " + (sample.token.isEmpty ? body : body.replacingOccurrences(of: sample.token, with: redacted(sample.token))))
+            }
+        }
+    }
+
+    /// Proves the credentials work by signing with them; nothing is sent, and no secret printed.
+    static func printCredentials(_ plan: Plan) throws {
+        if let source = plan.settings?.tokenSource {
+            _ = source.current()
+            Console.out("APNs provider token: signed with key \(source.keyID), team \(source.teamID)")
+        }
+        if let fcm = plan.fcm {
+            do {
+                _ = try OAuthAssertion.make(account: fcm.account, signer: fcm.signer, issuedAt: Int64(Reactor.wallClockSeconds()))
+            } catch {
+                throw CommandFailure(error.description)
+            }
+            Console.out("FCM service account: \(fcm.account.clientEmail), project \(fcm.account.projectID), token endpoint \(fcm.tokenURI)")
+        }
+    }
+
     // MARK: - send
 
     static func resultsPath(_ plan: Plan, _ parsed: ParsedArguments) -> String {
         parsed.value("results") ?? (plan.inputPath == "-" ? "stdin" : plan.inputPath) + ".results.ndjson"
     }
 
-    static func send(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
-        if let settings = plan.settings, settings.tokenSource == nil && !plan.hasCertificate {
-            throw parsed.error("APNs credentials are required with --payload: --apns-key/--apns-key-id/--apns-team-id, or --apns-cert")
-        }
-        let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
-        let output = CampaignOutput(
-            resultsPath: resultsPath(plan, parsed),
-            resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
-            prunePath: parsed.value("prune") ?? base + ".prune.csv",
-            summaryPath: parsed.value("summary"),
-            progress: !parsed.flag("quiet") && (parsed.flag("progress") || StandardStream.error.isTerminal))
-        let view = ParsedArgumentsView(resume: parsed.flag("resume"), force: parsed.flag("force"), retryUnknown: parsed.flag("retry-unknown"),
-                                       quiet: parsed.flag("quiet"), fsync: try parsed.choice("fsync", from: ["batch", "always", "never"]) ?? "batch")
-        let durability = try prepareDurability(plan, view, output: output)
-        let reactor = try CommonOptions.reactorConfiguration(parsed)
-        let timeout = try parsed.duration("request-timeout", default: .seconds(30))
-        let timeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
-        let stall = try parsed.duration("stall-timeout", default: .seconds(30), range: .milliseconds(100)...(.seconds(86_400)))
-        let stallNanoseconds = UInt64(stall.components.seconds) * 1_000_000_000 + UInt64(stall.components.attoseconds / 1_000_000_000)
-        let resendsMax = try parsed.int("max-resends", default: 10, range: 0...1000)
-        let drain = try parsed.duration("drain-timeout", default: .seconds(20), range: .zero...(.seconds(3_600)))
-        let drainNanoseconds = UInt64(drain.components.seconds) * 1_000_000_000 + UInt64(drain.components.attoseconds / 1_000_000_000)
-        let workers = try CommonOptions.workers(parsed)
-        let retry = RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
-        let retryUnknown = parsed.flag("retry-unknown")
-        let now = Reactor.nowNanoseconds()
+    static func retryPolicy(_ parsed: ParsedArguments) throws -> RetryPolicy {
+        RetryPolicy(attemptsMax: try parsed.int("max-attempts", default: 5, range: 1...100))
+    }
 
-        // Rates: per provider (--rate), FCM's project quota by default; the campaign's pace (--duration).
+    /// What `send` reads from the options once, before it builds the lanes.
+    struct SendTuning {
+        var reactor: ReactorConfiguration
+        var requestTimeoutNanoseconds: UInt64
+        var stallNanoseconds: UInt64
+        var drainNanoseconds: UInt64
+        var resendsMax: Int
+        var workers: Int
+        var retry: RetryPolicy
+        var retryUnknown: Bool
+        /// Per provider (--rate); FCM's project quota by default.
+        var rates: [ProviderID: Double]
+        /// The campaign's pace (--duration), shared by every lane.
+        var pacer: ProviderRateLimiter?
+        var startJitter: Duration?
+        var caOnly = TLSConfiguration()
+
+        func policy(limiter: ProviderRateLimiter?) -> SendPolicy {
+            SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer, resendsMax: resendsMax,
+                       rowDeadlineNanoseconds: requestTimeoutNanoseconds)
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
+    }
+
+    static func tuning(_ plan: Plan, _ parsed: ParsedArguments, now: UInt64) throws -> SendTuning {
         var rates: [ProviderID: Double] = [.fcm: 10_000]
         if let text = parsed.value("rate") {
             do {
@@ -559,102 +597,135 @@ enum SendCommand {
             let seconds = Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18
             pacer = ProviderRateLimiter(ratePerSecond: max(Double(rows), 1) / seconds, nowNanoseconds: now)
         }
-        let jitter = try parsed.duration("start-jitter", range: .zero...(.seconds(86_400)))
+        var tuning = SendTuning(
+            reactor: try CommonOptions.reactorConfiguration(parsed),
+            requestTimeoutNanoseconds: nanoseconds(try parsed.duration("request-timeout", default: .seconds(30))),
+            stallNanoseconds: nanoseconds(try parsed.duration("stall-timeout", default: .seconds(30), range: .milliseconds(100)...(.seconds(86_400)))),
+            drainNanoseconds: nanoseconds(try parsed.duration("drain-timeout", default: .seconds(20), range: .zero...(.seconds(3_600)))),
+            resendsMax: try parsed.int("max-resends", default: 10, range: 0...1000),
+            workers: try CommonOptions.workers(parsed),
+            retry: try plan.settings?.retry ?? retryPolicy(parsed),
+            retryUnknown: parsed.flag("retry-unknown"), rates: rates, pacer: pacer,
+            startJitter: try parsed.duration("start-jitter", range: .zero...(.seconds(86_400))))
+        tuning.caOnly.additionalCAFile = parsed.value("ca-file")
+        return tuning
+    }
 
-        var caOnly = TLSConfiguration()
-        caOnly.additionalCAFile = parsed.value("ca-file")
-        func client(_ endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int) throws -> ClientConfiguration {
-            let address: String
-            do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
-            var client = ClientConfiguration(endpoint: endpoint, address: address, tls: tls, limits: Limits(), reactor: reactor)
-            client.limits.connectionsMax = connections
-            client.limits.streamsPerConnectionMax = streams
-            client.limits.requestTimeoutNanoseconds = timeoutNanoseconds
-            client.limits.responseHeadersKeptOnSuccess = false
-            client.stallNanoseconds = stallNanoseconds
-            return client
-        }
+    static func client(_ endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, _ tuning: SendTuning) throws -> ClientConfiguration {
+        let address: String
+        do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
+        var client = ClientConfiguration(endpoint: endpoint, address: address, tls: tls, limits: Limits(), reactor: tuning.reactor)
+        client.limits.connectionsMax = connections
+        client.limits.streamsPerConnectionMax = streams
+        client.limits.requestTimeoutNanoseconds = tuning.requestTimeoutNanoseconds
+        client.limits.responseHeadersKeptOnSuccess = false
+        client.stallNanoseconds = tuning.stallNanoseconds
+        return client
+    }
 
-        let active = plan.activeProviders
-        var lanes: [ProviderLane] = []
-        if let settings = plan.settings, active.contains(.apns) {
-            let tls = try apnsTLSContext(parsed, caOnly: caOnly, topic: settings.headers.topic)
-            let connections = try parsed.int("connections", default: 4, range: 1...1024)
-            let apnsClient = try client(try endpoint(parsed), tls: tls, connections: connections,
-                                        streams: try parsed.int("streams", default: 1000, range: 1...100_000))
-            let limiter = rates[.apns].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
-            lanes.append(.apns(settings: settings, policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer,
-                                                                resendsMax: resendsMax, rowDeadlineNanoseconds: timeoutNanoseconds),
-                               client: apnsClient, connections: connections, workers: workers))
+    static func apnsLane(_ plan: Plan, _ parsed: ParsedArguments, _ tuning: SendTuning, now: UInt64) throws -> ProviderLane? {
+        guard let settings = plan.settings, let endpoint = plan.apnsEndpoint, plan.activeProviders.contains(.apns) else { return nil }
+        let tls = try apnsTLSContext(parsed, caOnly: tuning.caOnly, topic: settings.headers.topic)
+        let connections = try parsed.int("connections", default: 4, range: 1...1024)
+        let apnsClient = try client(endpoint, tls: tls, connections: connections,
+                                    streams: try parsed.int("streams", default: 1000, range: 1...100_000), tuning)
+        let limiter = tuning.rates[.apns].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
+        return .apns(settings: settings, policy: tuning.policy(limiter: limiter), client: apnsClient, connections: connections,
+                     workers: tuning.workers)
+    }
+
+    /// The FCM lane, with its access tokens: the first one is fetched here, before anything is
+    /// sent, so a refused service account stops the run now.
+    static func fcmLane(_ plan: Plan, _ parsed: ParsedArguments, _ tuning: SendTuning, now: UInt64,
+                        stopBox: StopSignal) throws -> (lane: ProviderLane, tokens: FCMAccessTokens)? {
+        guard let fcm = plan.fcm, plan.activeProviders.contains(.fcm) else { return nil }
+        let tls: TLSContext
+        do { tls = try TLSContext(role: .client, configuration: tuning.caOnly, files: SecretFile.read) } catch { throw CommandFailure(error.description) }
+        let connections = try parsed.int("fcm-connections", default: 4, range: 1...1024)
+        let fcmClient = try client(fcm.endpoint, tls: tls, connections: connections,
+                                   streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000), tuning)
+        let (tokenEndpoint, tokenPath) = try Endpoint.split(url: fcm.tokenURI)
+        let tokenClient = try client(tokenEndpoint, tls: tls, connections: 1, streams: 1, tuning)
+        let (account, signer) = (fcm.account, fcm.signer)
+        let tokens = FCMAccessTokens(clock: SystemMonotonicClock()) {
+            FCMTokenFetcher.fetch(account: account, signer: signer, client: tokenClient, path: tokenPath,
+                                  nowEpochSeconds: { Int64(Reactor.wallClockSeconds()) })
         }
-        var accessTokens: FCMAccessTokens? = nil
+        do { try tokens.start { message in stopBox.stop(message) } } catch { throw CommandFailure(error.description) }
+        let limiter = ProviderRateLimiter(ratePerSecond: tuning.rates[.fcm], nowNanoseconds: now)
+        let lane = ProviderLane.fcm(settings: FCMSendSettings(authority: fcm.endpoint.authority, project: fcm.account.projectID, tokens: tokens),
+                                    policy: tuning.policy(limiter: limiter), client: fcmClient, connections: connections, workers: tuning.workers)
+        return (lane, tokens)
+    }
+
+    /// A file feeds each provider through a reader of its own, so a paused provider never holds
+    /// up the other; stdin is read once, for all.
+    static func feeds(_ plan: Plan, providers: [ProviderID]) throws -> [CampaignFeed] {
+        guard providers.count > 1, let reopen = plan.reopen else {
+            return [CampaignFeed(reader: plan.reader, preparer: plan.preparer(sends: Set(providers), recordsUnroutable: true))]
+        }
+        var feeds: [CampaignFeed] = []
+        for (index, provider) in providers.enumerated() {
+            let reader: TokenFileReader
+            if index == 0 { reader = plan.reader } else {
+                do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
+            }
+            feeds.append(CampaignFeed(reader: reader, preparer: plan.preparer(sends: [provider], recordsUnroutable: index == 0)))
+        }
+        return feeds
+    }
+
+    static func sendOutput(_ plan: Plan, _ parsed: ParsedArguments) throws -> CampaignOutput {
+        let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
+        return CampaignOutput(
+            resultsPath: resultsPath(plan, parsed),
+            resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
+            prunePath: parsed.value("prune") ?? base + ".prune.csv",
+            summaryPath: parsed.value("summary"),
+            progress: !parsed.flag("quiet") && (parsed.flag("progress") || StandardStream.error.isTerminal))
+    }
+
+    /// `--start-jitter`: a random 0…TIME pause after the lanes are set up, before any worker starts.
+    static func startJitter(_ jitter: Duration?, quiet: Bool) {
+        guard let jitter, jitter > .zero else { return }
+        let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: nanoseconds(jitter) + 1)
+        if !quiet { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
+        Reactor.sleep(nanoseconds: delay)
+    }
+
+    static func send(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
+        if let settings = plan.settings, settings.tokenSource == nil && !plan.hasCertificate {
+            throw parsed.error("APNs credentials are required with --payload: --apns-key/--apns-key-id/--apns-team-id, or --apns-cert")
+        }
+        let output = try sendOutput(plan, parsed)
+        let view = ParsedArgumentsView(resume: parsed.flag("resume"), force: parsed.flag("force"), retryUnknown: parsed.flag("retry-unknown"),
+                                       quiet: parsed.flag("quiet"), fsync: try parsed.choice("fsync", from: ["batch", "always", "never"]) ?? "batch")
+        let durability = try prepareDurability(plan, view, output: output)
+        let now = Reactor.nowNanoseconds()
+        let tuning = try tuning(plan, parsed, now: now)
         let stopBox = StopSignal()
-        if let fcm = plan.fcm, active.contains(.fcm) {
-            let tls: TLSContext
-            do { tls = try TLSContext(role: .client, configuration: caOnly, files: SecretFile.read) } catch { throw CommandFailure(error.description) }
-            let connections = try parsed.int("fcm-connections", default: 4, range: 1...1024)
-            let fcmClient = try client(fcm.endpoint, tls: tls, connections: connections,
-                                       streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000))
-            let (tokenEndpoint, tokenPath) = try Endpoint.split(url: fcm.tokenURI)
-            let tokenClient = try client(tokenEndpoint, tls: tls, connections: 1, streams: 1)
-            let (account, signer) = (fcm.account, fcm.signer)
-            let tokens = FCMAccessTokens(clock: SystemMonotonicClock()) {
-                FCMTokenFetcher.fetch(account: account, signer: signer, client: tokenClient, path: tokenPath,
-                                      nowEpochSeconds: { Int64(Reactor.wallClockSeconds()) })
-            }
-            // The first access token before anything is sent: a refused service account stops here.
-            do {
-                try tokens.start { message in stopBox.stop(message) }
-            } catch {
-                throw CommandFailure(error.description)
-            }
-            accessTokens = tokens
-            let limiter = ProviderRateLimiter(ratePerSecond: rates[.fcm], nowNanoseconds: now)
-            lanes.append(.fcm(settings: FCMSendSettings(authority: fcm.endpoint.authority, project: fcm.account.projectID, tokens: tokens),
-                              policy: SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer,
-                                                                resendsMax: resendsMax, rowDeadlineNanoseconds: timeoutNanoseconds),
-                              client: fcmClient, connections: connections, workers: workers))
-        }
-        defer { accessTokens?.close() }
+        var lanes: [ProviderLane] = []
+        if let lane = try apnsLane(plan, parsed, tuning, now: now) { lanes.append(lane) }
+        let fcm = try fcmLane(plan, parsed, tuning, now: now, stopBox: stopBox)
+        defer { fcm?.tokens.close() }
+        if let fcm { lanes.append(fcm.lane) }
         guard !lanes.isEmpty else {
             throw CommandFailure("no configured provider can get rows from \(plan.fileName) (rows without a platform column go to "
                 + "--provider \(plan.layout.defaultProvider.rawValue))")
         }
-
-        // A file feeds each provider through a reader of its own, so a paused provider never holds
-        // up the other; stdin is read once, for all.
-        var feeds: [CampaignFeed] = []
-        let providers = lanes.map(\.provider)
-        if providers.count > 1, let reopen = plan.reopen {
-            for (index, provider) in providers.enumerated() {
-                let reader: TokenFileReader
-                if index == 0 { reader = plan.reader } else {
-                    do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
-                }
-                feeds.append(CampaignFeed(reader: reader, preparer: plan.preparer(sends: [provider], recordsUnroutable: index == 0)))
-            }
-        } else {
-            feeds.append(CampaignFeed(reader: plan.reader, preparer: plan.preparer(sends: Set(providers), recordsUnroutable: true)))
-        }
-
-        if let jitter, jitter > .zero {
-            let bound = UInt64(jitter.components.seconds) * 1_000_000_000 + UInt64(jitter.components.attoseconds / 1_000_000_000)
-            let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: bound + 1)
-            if !parsed.flag("quiet") { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
-            Reactor.sleep(nanoseconds: delay)
-        }
-
+        let feeds = try feeds(plan, providers: lanes.map(\.provider))
+        startJitter(tuning.startJitter, quiet: parsed.flag("quiet"))
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: { StandardStream.error.write($0) })
         run.durability = durability
         // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
         // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
         run.interruption = Interruption(signals: { StopSignals.received }, signalName: { StopSignals.lastName },
-                                        drainNanoseconds: drainNanoseconds)
+                                        drainNanoseconds: tuning.drainNanoseconds)
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }
         Console.error(summary.text)
-        if let accessTokens { Console.error("fcm: \(accessTokens.fetchCount) access-token requests") }
+        if let tokens = fcm?.tokens { Console.error("fcm: \(tokens.fetchCount) access-token requests") }
         Console.error("results: \(output.resultsPath)\nprune:   \(output.prunePath)")
         if let reason = summary.stoppedBecause { Console.error("pushcast: stopped: \(reason)") }
         return ExitStatus(rawValue: summary.exitStatus) ?? .stopped
