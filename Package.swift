@@ -13,6 +13,9 @@ let package = Package(
     name: "pushcast",
     products: [
         .executable(name: "pushcast", targets: ["pushcast"]),
+        // The fuzz bodies, for the libFuzzer binaries of Tests/Fuzz (a package of its own, built
+        // only by `make fuzz`; docs/FUZZING.md).
+        .library(name: "PushcastFuzzing", targets: ["PushcastFuzzing"]),
     ],
     targets: [
         // C shims. Each wrapper in them says why it exists.
@@ -44,6 +47,9 @@ let package = Package(
             dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
             swiftSettings: hotPath),
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastWire", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
+        // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
+        // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
+        .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
             dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock"]
@@ -59,5 +65,6 @@ let package = Package(
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
+        .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing"]),
     ]
 )
