@@ -65,6 +65,6 @@ let package = Package(
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
-        .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing"]),
+        .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]
 )

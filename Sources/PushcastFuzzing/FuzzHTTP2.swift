@@ -17,7 +17,8 @@ enum FuzzHTTP2 {
     /// Flags (the input's first byte): bits 0-2 pick the size of the pieces the rest is fed in;
     /// bit 3 submits one more request after the input; bit 4 moves the clock past every request
     /// deadline and the ping timeout; bit 5 closes gracefully before the connection is lost.
-    static func run(_ input: [UInt8]) {
+    /// `record` sees every client event (the replay test checks that the harness reaches streams).
+    static func run(_ input: [UInt8], record: ((HTTP2ClientEvent) -> Void)? = nil) {
         let flags = input.first ?? 0
         let serverBytes = input.dropFirst()
         let clock = ManualClock()
@@ -34,6 +35,7 @@ enum FuzzHTTP2 {
         var closedEvents = 0
         func drain() {
             client.takeEvents { event in
+                record?(event)
                 switch event {
                 case .response(let tag, _), .failed(let tag, _): outcomes[tag, default: 0] += 1
                 case .closed: closedEvents += 1

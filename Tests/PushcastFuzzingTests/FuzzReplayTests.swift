@@ -3,7 +3,8 @@
 // so a regression input that crashes again fails the run.
 
 import Foundation
-import PushcastFuzzing
+@testable import PushcastFuzzing
+import PushcastWire
 import XCTest
 
 final class FuzzReplayTests: XCTestCase {
@@ -48,5 +49,50 @@ final class FuzzReplayTests: XCTestCase {
                 XCTAssertTrue(names.contains(entry), "Tests/Fuzz/\(kind)/\(entry) names no fuzz target")
             }
         }
+    }
+}
+
+/// The HTTP/2 harness really opens streams and hands the input to them: answers on stream ids
+/// 1, 3 and 5 come back as the responses of requests 1, 2 and 3.
+final class FuzzHTTP2HarnessTests: XCTestCase {
+    /// An HTTP/2 frame (RFC 9113 §4.1).
+    func frame(_ type: UInt8, _ flags: UInt8, _ stream: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        [0, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF), type, flags, 0, 0, 0, stream] + payload
+    }
+
+    func events(_ serverBytes: [UInt8]) -> [HTTP2ClientEvent] {
+        var events: [HTTP2ClientEvent] = []
+        FuzzHTTP2.run([0x07] + serverBytes) { events.append($0) }
+        return events
+    }
+
+    func testAnswersReachTheRequests() {
+        let body = Array(#"{"reason":"BadDeviceToken"}"#.utf8)
+        // HEADERS (END_STREAM | END_HEADERS) with :status 200 (HPACK static index 8), and 400 (12).
+        let input = frame(1, 5, 1, [0x88]) + frame(1, 4, 3, [0x8C]) + frame(0, 1, 3, body) + frame(1, 5, 5, [0x88])
+        var answers: [UInt64: HTTP2Response] = [:]
+        for case .response(let tag, let response) in events(input) { answers[tag] = response }
+        XCTAssertEqual(answers.keys.sorted(), [1, 2, 3])
+        XCTAssertEqual(answers[1]?.status, 200)
+        XCTAssertEqual(answers[2]?.status, 400)
+        XCTAssertEqual(answers[2]?.body, body)
+        XCTAssertEqual(answers[3]?.status, 200)
+    }
+
+    func testGoAwayFailsTheStreamsAboveIt() {
+        // GOAWAY(last stream 1, NO_ERROR), then the answer to stream 1.
+        let input = frame(7, 0, 0, [0, 0, 0, 1, 0, 0, 0, 0]) + frame(1, 5, 1, [0x88])
+        let events = events(input)
+        var responded: [UInt64] = [], failed: [UInt64] = []
+        for event in events {
+            switch event {
+            case .response(let tag, _): responded.append(tag)
+            case .failed(let tag, _): failed.append(tag)
+            default: break
+            }
+        }
+        XCTAssertEqual(responded, [1])
+        XCTAssertEqual(failed.sorted(), [2, 3])
+        XCTAssertTrue(events.contains { if case .goAway(lastStreamID: 1, _, _) = $0 { return true } else { return false } })
     }
 }
