@@ -6,6 +6,8 @@
 #   make test    debug build, then the whole test suite (serially: several tests start servers)
 #   make simulate  release build, then SEEDS simulated campaigns (default 10000) checked against every invariant
 #   make bench   release build, then compare pushcast with h2load and nghttpd (Benchmarks/)
+#   make fuzz    build the libFuzzer binaries (Tests/Fuzz) and run each target FUZZ_SECONDS seconds,
+#                one after the other; see docs/FUZZING.md (`make fuzz-merge` minimizes the corpus)
 #   make clean   remove build outputs
 #
 # BENCH_FLAGS passes options to Benchmarks/compare.py, e.g. `make bench BENCH_FLAGS=--quick`.
@@ -14,8 +16,9 @@ SWIFT ?= swift
 PYTHON ?= python3
 BENCH_FLAGS ?=
 SEEDS ?= 10000
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test bench simulate clean
+.PHONY: all deps build demo test bench simulate fuzz fuzz-build fuzz-merge fuzz-seed clean
 
 all: build
 
@@ -42,5 +45,19 @@ bench: deps
 	$(SWIFT) build -c release
 	$(PYTHON) Benchmarks/compare.py --pushcast .build/release/pushcast $(BENCH_FLAGS)
 
+# Not part of `test`: the fuzz binaries are a separate package (Tests/Fuzz) with sanitizer flags.
+# `make test` replays the committed corpus through the same bodies (PushcastFuzzingTests).
+fuzz: deps fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) SWIFT=$(SWIFT) scripts/fuzz.sh run
+
+fuzz-build:
+	SWIFT=$(SWIFT) scripts/fuzz.sh build
+
+fuzz-merge: fuzz-build
+	SWIFT=$(SWIFT) scripts/fuzz.sh merge
+
+fuzz-seed:
+	$(PYTHON) scripts/fuzz-seeds.py
+
 clean:
-	rm -rf .build Benchmarks/results/tmp
+	rm -rf .build .build-fuzz Benchmarks/results/tmp

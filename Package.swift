@@ -13,6 +13,9 @@ let package = Package(
     name: "pushcast",
     products: [
         .executable(name: "pushcast", targets: ["pushcast"]),
+        // The fuzz bodies, for the libFuzzer binaries of Tests/Fuzz (a package of its own, built
+        // only by `make fuzz`; docs/FUZZING.md).
+        .library(name: "PushcastFuzzing", targets: ["PushcastFuzzing"]),
     ],
     targets: [
         // C shims. Each wrapper in them says why it exists.
@@ -49,6 +52,9 @@ let package = Package(
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
                 dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
+        // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
+        // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
+        .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
             dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation"]
@@ -66,5 +72,6 @@ let package = Package(
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "PushcastSimulationTests", dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
+        .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]
 )

@@ -29,7 +29,7 @@ for path in sorted(pathlib.Path('Sources').rglob('*.swift')):
             if not started and j > i + 8: break
             j += 1
         length = j - i + 1
-        excused = any('longer than' in lines[k] for k in range(max(0, i - 3), i))
+        excused = any('longer than' in lines[k].lower() for k in range(max(0, i - 3), i))
         if started and length > LIMIT and not excused:
             found += 1
             print(f'{path}:{i + 1}: {length} lines: {lines[i].strip()[:80]}')
