@@ -18,7 +18,20 @@ public final class NotificationChannel: @unchecked Sendable {
     public let capacity: Int
     private let wakerBox = Mutex<ReactorWaker?>(nil)
 
+    /// Set when the lane this channel feeds is broken (its server stopped working): its worker
+    /// stops handing out requests, and what the queue holds is never sent (no outcome: those rows
+    /// stay resumable).
+    private let laneBroken = Atomic<Bool>(false)
+
     public init(capacity: Int) { self.capacity = capacity }
+
+    public func breakLane() {
+        laneBroken.store(true, ordering: .releasing)
+        wake()
+    }
+
+    @inline(__always)
+    public var isLaneBroken: Bool { laneBroken.load(ordering: .relaxed) }
 
     /// The worker registers its reactor's waker so that new work wakes a sleeping poll.
     public func attach(_ waker: ReactorWaker) {
@@ -118,6 +131,18 @@ public final class OutcomeChannel: @unchecked Sendable {
     /// Wakes a waiting writer (a worker finished, or space opened in a queue).
     public func nudge() {
         condition.lock()
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// One provider's lane broke (its server stopped working) while others go on: the run's
+    /// reason to stop early, without stopping the others. The first reason wins, as with `stop`.
+    public func laneFailed(reason: String, resumable: Bool) {
+        condition.lock()
+        if stopReason == nil {
+            stopReason = reason
+            stopResumable = resumable
+        }
         condition.signal()
         condition.unlock()
     }

@@ -48,6 +48,21 @@ public final class LaneWiring: @unchecked Sendable {
         feeder = LaneFeeder(provider: lane.provider, channels: channels)
     }
 
+    /// Every lane of the run: a broken lane stops the run only when no other lane is left.
+    weak var board: LaneBoard?
+
+    /// The lane's server stopped working (the breaker tripped): its workers stop handing out
+    /// requests, the rows queued for it are never sent (no results line: resumable), and the
+    /// other lanes carry on. When every lane is broken, the run stops.
+    func breakLane(reason: String, resumable: Bool, outcomes: OutcomeChannel) {
+        for channel in channels { channel.breakLane() }
+        if board?.wirings.allSatisfy({ $0.channels.allSatisfy(\.isLaneBroken) }) ?? true {
+            outcomes.stop(reason: reason, resumable: resumable)
+        } else {
+            outcomes.laneFailed(reason: reason + "; the other providers' lanes carried on", resumable: resumable)
+        }
+    }
+
     /// What worker `index`'s workload is made from.
     public func context(worker index: Int, outcomes: OutcomeChannel, clock: TurnClock, random: RandomSource) -> WorkloadContext {
         WorkloadContext(channel: channels[index], outcomes: outcomes, gauge: gauges[index], clock: clock, random: random,
@@ -72,6 +87,7 @@ public final class LaneBoard {
     public init(lanes: [ProviderLane]) {
         let wirings = lanes.map(LaneWiring.init)
         self.wirings = wirings
+        defer { for wiring in wirings { wiring.board = self } }
         feederOf = ProviderID.allCases.map { provider in wirings.first { $0.lane.provider == provider }?.feeder }
         outstandingMax = wirings.reduce(0) { $0 + $1.outstandingMax }
     }
@@ -121,6 +137,7 @@ public final class LaneFeeder {
     /// Whether one more notification fits now. Waits for room for a sizeable batch: many tiny
     /// batches cost more than they carry.
     func canAccept() -> Bool {
+        if isBroken { return true }
         if batch.count < room { return true }
         flush()
         for _ in 0..<channels.count {
@@ -137,7 +154,11 @@ public final class LaneFeeder {
 
     func add(_ notification: PreparedNotification) { batch.append(notification) }
 
+    /// The lane broke: rows for it are dropped here, never sent and never recorded.
+    var isBroken: Bool { channels.first?.isLaneBroken ?? false }
+
     func flush() {
+        if isBroken { batch.removeAll(keepingCapacity: true) }
         if !batch.isEmpty {
             channels[next].push(&batch)
             next = (next + 1) % channels.count
@@ -145,7 +166,7 @@ public final class LaneFeeder {
         room = 0
     }
 
-    var isBlocked: Bool { batch.count >= room && channels.allSatisfy { $0.room < min(64, $0.capacity) } }
+    var isBlocked: Bool { !isBroken && batch.count >= room && channels.allSatisfy { $0.room < min(64, $0.capacity) } }
 
     func close() {
         flush()

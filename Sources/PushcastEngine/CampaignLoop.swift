@@ -45,7 +45,7 @@ final class LaneCrew: CampaignCrew {
             try worker.run()
         } catch {
             outcomes.workerFailed(error.description)
-            outcomes.stop(reason: "\(lane.provider.rawValue): \(error.description)", resumable: error.serverTurnedBad)
+            wiring.breakLane(reason: "\(lane.provider.rawValue): \(error.description)", resumable: error.serverTurnedBad, outcomes: outcomes)
         }
         workload.flush()
     }

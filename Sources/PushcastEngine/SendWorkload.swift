@@ -125,7 +125,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// Picks the next notification that may go now and turns `request` into its request; nil
     /// when none may go.
     private func prepareNext() -> Int? {
-        guard !outcomes.isStopped else { return nil }
+        guard !outcomes.isStopped && !channel.isLaneBroken else { return nil }
         let now = clock.nowNanoseconds()
         if let held = heldUntil {
             guard held <= now else { return nil }
@@ -299,7 +299,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     }
 
     public var isExhausted: Bool {
-        if outcomes.isStopped { return true }
+        if outcomes.isStopped || channel.isLaneBroken { return true }
         refillIfEmpty()
         return channelFinished && !hasPending && resend.isEmpty && retries.isEmpty
     }

@@ -127,6 +127,39 @@ final class FCMSendTests: XCTestCase {
         try resultsByRow(fixture.results)
     }
 
+    /// One provider's server is unreachable: its lane stops with a diagnosis while the other lane
+    /// sends every one of its rows; the broken lane's rows get no line (resumable), and `--resume`
+    /// with the server back sends exactly those, once.
+    func testABrokenLaneStopsAloneAndResumes() throws {
+        let rows = 2000
+        let fixture = try makeFixture(rows: rows)
+        let mock = try Mock(directory: fixture.directory, extra: [])
+        let good = mock.fields["FCM_ENDPOINT"]!
+        let broken = mock.sendFlags.map { $0 == good ? "https://127.0.0.1:1" : $0 }
+        let args = ["send", fixture.tokens, "--payload", fixture.payload, "--fcm-payload", fixture.message] + broken
+            + ["--results", fixture.results, "--prune", fixture.prune, "--quiet"]
+        let first = try runPushcast(args, seconds: 120)
+        XCTAssertEqual(first.status, 2, first.stderr)
+        XCTAssertTrue(first.stderr.contains("fcm: ") && first.stderr.contains("the other providers' lanes carried on"), first.stderr)
+        let afterFirst = try results(fixture)
+        let apnsRows = fixture.expected.indices.filter { fixture.expected[$0].provider == "apns" }.map { $0 + 1 }
+        XCTAssertEqual(Set(afterFirst.keys), Set(apnsRows), "every APNs row has its line, no FCM row has one")
+        XCTAssertTrue(afterFirst.values.allSatisfy { $0["outcome"] as? String == "delivered" })
+
+        let second = try runPushcast(args.map { $0 == "https://127.0.0.1:1" ? good : $0 } + ["--resume"], seconds: 120)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        let all = try results(fixture)
+        XCTAssertEqual(all.count, rows)
+        XCTAssertTrue(all.values.allSatisfy { $0["outcome"] as? String == "delivered" })
+        _ = mock.stop()  // the request log is complete once the mock has stopped
+        var delivered: [String: Int] = [:]
+        for entry in mock.log where entry["status"] as? Int == 200 {
+            if let token = entry["token"] as? String { delivered[token, default: 0] += 1 }
+        }
+        XCTAssertEqual(delivered.count, rows)
+        XCTAssertEqual(delivered.values.filter { $0 > 1 }.count, 0, "a token delivered twice")
+    }
+
     /// The acceptance run: 50,000 mixed rows; every row exactly one outcome, right per prefix and
     /// provider; both providers' dead tokens in the prune file; one access token for the run.
     func testMixedFiftyThousandRows() throws {
