@@ -495,6 +495,11 @@ enum SendCommand {
             Console.out("reasons: " + summary.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         try printCredentials(plan)
+        if let certificate = parsed.value("apns-cert"), let settings = plan.settings {
+            // Loading it proves the file and its passphrase; nothing connects.
+            _ = try apnsTLSContext(parsed, caOnly: TLSConfiguration(), topic: settings.headers.topic)
+            Console.out("APNs client certificate: \(certificate) loaded (topic \(settings.headers.topic))")
+        }
         guard tally.unconfigured.isEmpty else {
             for (provider, seen) in tally.unconfigured.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 let flags = provider == .apns ? "--apns-key/--apns-key-id/--apns-team-id or --apns-cert, with --payload"

@@ -134,10 +134,10 @@ final class CertificateAuthTests: XCTestCase {
     private var resultsPath = ""
 
     private func send(_ mock: MockProcess, certificate: String, tokens: String, payload: String, topic: String = topic,
-                      seconds: Double = 30) throws -> PushcastRun {
+                      seconds: Double = 30, command: String = "send") throws -> PushcastRun {
         let run = UUID().uuidString.prefix(8)
         resultsPath = directory + "/results-\(run).ndjson"
-        return try runPushcast(["send", tokens, "--payload", payload, "--apns-topic", topic,
+        return try runPushcast([command, tokens, "--payload", payload, "--apns-topic", topic,
                                 "--apns-cert", certificate, "--apns-cert-password-env", Self.passphraseVariable,
                                 "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
                                 "--results", resultsPath, "--prune", directory + "/prune-\(run).csv", "--quiet"], seconds: seconds)
@@ -226,12 +226,20 @@ final class CertificateAuthTests: XCTestCase {
         setenv(Self.passphraseVariable, "not the passphrase", 1)
         let wrongP12 = try send(mock, certificate: bundle, tokens: tokens, payload: payload)
         let wrongPEM = try send(mock, certificate: pem, tokens: tokens, payload: payload)
+        // `check` loads the certificate too, and says the same.
+        let checkWrong = try send(mock, certificate: bundle, tokens: tokens, payload: payload, command: "check")
+        setenv(Self.passphraseVariable, Self.passphrase, 1)
+        let checkRight = try send(mock, certificate: pem, tokens: tokens, payload: payload, command: "check")
         unsetenv(Self.passphraseVariable)
         let unset = try send(mock, certificate: pem, tokens: tokens, payload: payload)
         let statistics = mock.stop()
         assertStopped(wrongP12, naming: [bundle, "passphrase is wrong", Self.passphraseVariable])
         assertStopped(wrongPEM, naming: [pem, "passphrase is wrong", Self.passphraseVariable])
         assertStopped(unset, naming: [Self.passphraseVariable, "not set"])
+        assertStopped(checkWrong, naming: [bundle, "passphrase is wrong"])
+        XCTAssertEqual(checkRight.status, 0, checkRight.stderr)
+        XCTAssertTrue(checkRight.stdout.contains("APNs client certificate: \(pem)"), checkRight.stdout)
+        assertNoSecret(checkRight)
         for run in [wrongP12, wrongPEM] { XCTAssertFalse(run.stderr.contains("not the passphrase"), run.stderr) }
         XCTAssertEqual(statistics["connections_accepted"] as? Int, 0, "nothing may connect: \(statistics)")
     }
