@@ -55,6 +55,7 @@ final class SimulationTests: XCTestCase {
             caught += report.violations.filter { $0.contains("reached the device 2 times") }
         }
         XCTAssertGreaterThan(caught.count, 0)
+        print("injected resend caught \(caught.count) times, e.g.: \(caught.first ?? "")")
     }
 
     /// An injected bug: a workload that drops some answers on the floor (no outcome, no retry).
@@ -124,5 +125,6 @@ final class SimulatedCrashTests: XCTestCase {
             caught += CampaignSimulator.run(scenario).violations.filter { $0.contains("reached the device 2 times") }
         }
         XCTAssertGreaterThan(caught.count, 0)
+        print("resume resending rows in flight caught \(caught.count) times, e.g.: \(caught.first ?? "")")
     }
 }
