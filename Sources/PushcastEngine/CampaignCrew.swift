@@ -137,8 +137,8 @@ public final class LaneFeeder {
     /// Whether one more notification fits now. Waits for room for a sizeable batch: many tiny
     /// batches cost more than they carry.
     func canAccept() -> Bool {
-        if isBroken { return true }
         if batch.count < room { return true }
+        if isBroken { return true }
         flush()
         for _ in 0..<channels.count {
             let channel = channels[next]

@@ -1,3 +1,4 @@
+import Glibc
 import PushcastAPNs
 import PushcastCore
 import PushcastEngine
@@ -81,9 +82,10 @@ public enum CampaignSimulator {
     /// file's lines.
     private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
                                        tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
-        let directory = try ScratchDirectory(name: "pushcast-sim-\(scenario.seed)")
-        defer { directory.remove() }
-        let results = directory.path + "/results.ndjson", prune = directory.path + "/prune.csv"
+        let directory = try FileSystem.makeTemporaryDirectory(in: getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp",
+                                                              prefix: "pushcast-sim-\(scenario.seed)")
+        defer { FileSystem.removeTree(directory) }
+        let results = directory + "/results.ndjson", prune = directory + "/prune.csv"
         let fingerprint = CampaignFingerprint(campaign: "sim", input: "\(scenario.seed)", templates: "sim", providers: "apns,fcm",
                                               resultsFormat: "ndjson")
         var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)

@@ -80,8 +80,7 @@ enum BenchCommand {
         do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
         var client = ClientConfiguration(endpoint: endpoint, address: address, tls: try CommonOptions.clientTLS(caFile: caFile),
                                          limits: .init(), reactor: reactor)
-        client.limits.requestTimeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000
-            + UInt64(timeout.components.attoseconds / 1_000_000_000)
+        client.limits.requestTimeoutNanoseconds = CommonOptions.nanoseconds(timeout)
         let request = HTTP2Request(authority: endpoint.authority, path: path, headers: headers, body: body)
         let load = LoadConfiguration(client: client, requests: requests, connections: connections, streams: streams,
                                      workers: workers, request: request)

@@ -42,6 +42,11 @@ enum CommonOptions {
         do { try FileSystem.write(text, to: path, secret: secret) } catch { throw CommandFailure(error.description) }
     }
 
+    /// A duration in whole nanoseconds (what limits and timers take).
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
+    }
+
     /// A private temporary directory (0700) for throw-away keys and certificates.
     static func makeTemporaryDirectory(prefix: String) throws -> String {
         do { return try FileSystem.makeTemporaryDirectory(in: NSTemporaryDirectory(), prefix: prefix) } catch {

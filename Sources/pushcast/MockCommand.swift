@@ -135,8 +135,7 @@ enum MockCommand {
         describe(server, configuration)
 
         if let duration {
-            let components = duration.components
-            let deadline = DispatchTime.now() + .nanoseconds(Int(components.seconds) * 1_000_000_000 + Int(components.attoseconds / 1_000_000_000))
+            let deadline = DispatchTime.now() + .nanoseconds(Int(CommonOptions.nanoseconds(duration)))
             DispatchQueue.global().asyncAfter(deadline: deadline) { CurrentProcess.send(signal: SIGTERM) }
         }
         StopSignals.waitForStop()

@@ -583,10 +583,6 @@ enum SendCommand {
         }
     }
 
-    static func nanoseconds(_ duration: Duration) -> UInt64 {
-        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
-    }
-
     static func tuning(_ plan: Plan, _ parsed: ParsedArguments, now: UInt64) throws -> SendTuning {
         var rates: [ProviderID: Double] = [.fcm: 10_000]
         if let text = parsed.value("rate") {
@@ -604,9 +600,9 @@ enum SendCommand {
         }
         var tuning = SendTuning(
             reactor: try CommonOptions.reactorConfiguration(parsed),
-            requestTimeoutNanoseconds: nanoseconds(try parsed.duration("request-timeout", default: .seconds(30))),
-            stallNanoseconds: nanoseconds(try parsed.duration("stall-timeout", default: .seconds(30), range: .milliseconds(100)...(.seconds(86_400)))),
-            drainNanoseconds: nanoseconds(try parsed.duration("drain-timeout", default: .seconds(20), range: .zero...(.seconds(3_600)))),
+            requestTimeoutNanoseconds: CommonOptions.nanoseconds(try parsed.duration("request-timeout", default: .seconds(30))),
+            stallNanoseconds: CommonOptions.nanoseconds(try parsed.duration("stall-timeout", default: .seconds(30), range: .milliseconds(100)...(.seconds(86_400)))),
+            drainNanoseconds: CommonOptions.nanoseconds(try parsed.duration("drain-timeout", default: .seconds(20), range: .zero...(.seconds(3_600)))),
             resendsMax: try parsed.int("max-resends", default: 10, range: 0...1000),
             workers: try CommonOptions.workers(parsed),
             retry: try plan.settings?.retry ?? retryPolicy(parsed),
@@ -693,7 +689,7 @@ enum SendCommand {
     /// `--start-jitter`: a random 0…TIME pause after the lanes are set up, before any worker starts.
     static func startJitter(_ jitter: Duration?, quiet: Bool) {
         guard let jitter, jitter > .zero else { return }
-        let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: nanoseconds(jitter) + 1)
+        let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: CommonOptions.nanoseconds(jitter) + 1)
         if !quiet { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
         Reactor.sleep(nanoseconds: delay)
     }
