@@ -70,7 +70,9 @@ let package = Package(
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
-        .testTarget(name: "PushcastSimulationTests", dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire"]),
+        .testTarget(name: "PushcastSimulationTests",
+                    dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
+                                   "PushcastReactor", "PushcastTransport", "PushcastAPNs"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]

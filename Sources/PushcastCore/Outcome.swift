@@ -1,46 +1,40 @@
-/// The push providers pushcast sends to.
-public enum ProviderID: String, Sendable, CaseIterable, Hashable {
-    case apns
-    case fcm
+/// A push provider, as a value: its name (`apns`, `fcm`, the word in `--rate`, the results'
+/// `provider` column and the journal) and its slot in tables by provider. What a provider does,
+/// its aliases, tokens, bodies, verdicts and result field, lives in the engine's `PushProvider`
+/// that carries this id; the engine only ever iterates over the configured ones. A provider
+/// added to pushcast declares its id next to its code, with a position of its own.
+public struct ProviderID: Hashable, Sendable, CustomStringConvertible {
+    /// The provider's name, lower case: `apns`, `fcm`.
+    public let rawValue: String
+    /// The provider's slot in tables by provider (arrays of `positionsMax` entries, no hashing
+    /// per row): distinct for every provider of a catalog, below `positionsMax`.
+    public let position: Int
 
-    /// The provider's index in `allCases`: tables by provider are arrays indexed by it, so every
-    /// provider has its own slot (no `== .apns ? 0 : 1` that a third provider would fall into).
-    @inline(__always)
-    public var position: Int {
-        switch self {
-        case .apns: return 0
-        case .fcm: return 1
-        }
+    /// Tables by provider have this many slots; a catalog refuses a position beyond it.
+    public static let positionsMax = 8
+
+    public init(_ name: String, position: Int) {
+        precondition((0..<Self.positionsMax).contains(position), "a provider's position is below \(Self.positionsMax)")
+        rawValue = name
+        self.position = position
     }
 
-    /// Parses a `platform`/`provider` column value: ios or apns → APNs; android or fcm → FCM.
-    /// The same, from the column's bytes: surrounding spaces ignored, ASCII case-insensitive, no
-    /// String made (this runs once per row).
-    public init?(columnBytes value: UnsafeRawBufferPointer) {
+    public static let apns = ProviderID("apns", position: 0)
+    public static let fcm = ProviderID("fcm", position: 1)
+
+    public var description: String { rawValue }
+
+    /// Whether `value` (the bytes of a `platform` column) is one of `aliases` (lower-case words):
+    /// surrounding spaces ignored, ASCII case-insensitive, no String made (this runs once per row).
+    public static func matches(_ value: UnsafeRawBufferPointer, anyOf aliases: [[UInt8]]) -> Bool {
         var start = 0, end = value.count
         while start < end && (value[start] == 0x20 || value[start] == 0x09) { start += 1 }
         while end > start && (value[end - 1] == 0x20 || value[end - 1] == 0x09 || value[end - 1] == 0x0D) { end -= 1 }
-        func matches(_ word: StaticString) -> Bool {
-            guard end - start == word.utf8CodeUnitCount else { return false }
-            let expected = word.utf8Start
-            for i in 0..<(end - start) where value[start + i] | 0x20 != expected[i] { return false }
+        next: for word in aliases where word.count == end - start {
+            for i in 0..<word.count where value[start + i] | 0x20 != word[i] { continue next }
             return true
         }
-        if matches("ios") || matches("apns") || matches("ipados") || matches("macos") || matches("watchos") || matches("tvos") {
-            self = .apns
-        } else if matches("android") || matches("fcm") || matches("firebase") {
-            self = .fcm
-        } else {
-            return nil
-        }
-    }
-
-    public init?(column value: some StringProtocol) {
-        switch value.lowercased() {
-        case "ios", "apns", "ipados", "macos", "watchos", "tvos": self = .apns
-        case "android", "fcm", "firebase": self = .fcm
-        default: return nil
-        }
+        return false
     }
 }
 

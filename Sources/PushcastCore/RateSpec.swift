@@ -7,7 +7,7 @@ public enum RateSpecError: Error, Sendable, Equatable, CustomStringConvertible {
     case empty
     /// A part without `provider=`.
     case missingProvider(part: String)
-    case unknownProvider(name: String, part: String)
+    case unknownProvider(name: String, part: String, known: [String])
     case duplicateProvider(name: String)
     /// The number is missing or malformed.
     case invalidNumber(part: String)
@@ -21,9 +21,8 @@ public enum RateSpecError: Error, Sendable, Equatable, CustomStringConvertible {
             return "no rate given; write for example apns=500/s,fcm=2000/s"
         case .missingProvider(let part):
             return "'\(part)' names no provider; write provider=rate, for example fcm=\(part)"
-        case .unknownProvider(let name, let part):
-            let known = ProviderID.allCases.map(\.rawValue).joined(separator: ", ")
-            return "'\(part)': unknown provider '\(name)' (known: \(known))"
+        case .unknownProvider(let name, let part, let known):
+            return "'\(part)': unknown provider '\(name)' (known: \(known.joined(separator: ", ")))"
         case .duplicateProvider(let name):
             return "provider '\(name)' is given more than once"
         case .invalidNumber(let part):
@@ -41,14 +40,17 @@ public enum RateSpecError: Error, Sendable, Equatable, CustomStringConvertible {
 /// `--rate`: comma-separated `provider=rate` parts. A rate is a positive number with an optional
 /// unit `/s`, `/m` or `/min`, or `/h` (a plain number is per second); it comes back per second.
 public enum RateSpec {
-    public static func parse(_ text: String) throws(RateSpecError) -> [ProviderID: Double] {
+    /// `providers`: the catalog's providers, the names a part may start with.
+    public static func parse(_ text: String, providers: [ProviderID]) throws(RateSpecError) -> [ProviderID: Double] {
         var rates: [ProviderID: Double] = [:]
         for rawPart in text.split(separator: ",", omittingEmptySubsequences: false) {
             let part = trimmed(rawPart)
             if part.isEmpty { continue }
             guard let equals = part.firstIndex(of: "=") else { throw .missingProvider(part: part) }
             let name = trimmed(part[..<equals])
-            guard let provider = ProviderID(rawValue: name.lowercased()) else { throw .unknownProvider(name: name, part: part) }
+            guard let provider = providers.first(where: { $0.rawValue == name.lowercased() }) else {
+                throw .unknownProvider(name: name, part: part, known: providers.map(\.rawValue))
+            }
             guard rates[provider] == nil else { throw .duplicateProvider(name: provider.rawValue) }
             rates[provider] = try perSecond(trimmed(part[part.index(after: equals)...]), part: part)
         }

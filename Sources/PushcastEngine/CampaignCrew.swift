@@ -88,7 +88,7 @@ public final class LaneBoard {
         let wirings = lanes.map(LaneWiring.init)
         self.wirings = wirings
         defer { for wiring in wirings { wiring.board = self } }
-        feederOf = ProviderID.allCases.map { provider in wirings.first { $0.lane.provider == provider }?.feeder }
+        feederOf = (0..<ProviderID.positionsMax).map { position in wirings.first { $0.lane.provider.position == position }?.feeder }
         outstandingMax = wirings.reduce(0) { $0 + $1.outstandingMax }
     }
 

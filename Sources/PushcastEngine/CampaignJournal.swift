@@ -9,7 +9,7 @@ public struct CampaignFingerprint: Equatable, Sendable {
     public var input: String
     /// A hash of the templates' texts and the fixed headers.
     public var templates: String
-    /// The configured providers, comma-separated, in `ProviderID.allCases` order.
+    /// The configured providers, comma-separated, in position order.
     public var providers: String
     public var resultsFormat: String
 

@@ -113,7 +113,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
          progress: ProgressLine?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
         self.interruption = interruption
         self.durability = durability
-        feedKeys = feeds.map { feed in ProviderID.allCases.filter { feed.preparer.sends.contains($0) }.map(\.rawValue).joined(separator: "+") }
+        feedKeys = feeds.map { feed in feed.preparer.sends.sorted { $0.position < $1.position }.map(\.rawValue).joined(separator: "+") }
         coveredBelow = Array(repeating: 0, count: feeds.count)
         lastSync = start
         if let durability { summary = durability.summary }

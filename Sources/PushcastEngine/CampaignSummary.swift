@@ -73,12 +73,14 @@ public struct CampaignSummary: Sendable {
     /// are only in the totals).
     public var byProvider: [ProviderID: ProviderFigures] {
         var out: [ProviderID: ProviderFigures] = [:]
-        if let apns { out[.apns] = apns }
-        if let fcm { out[.fcm] = fcm }
+        for (id, figures) in zip(providerIDs, figures) where id != nil { out[id!] = figures }
         return out
     }
-    private var apns: ProviderFigures?
-    private var fcm: ProviderFigures?
+    /// The providers seen so far, in position order (the order the summary lists them in).
+    public var providers: [ProviderID] { providerIDs.compactMap { $0 } }
+    /// By provider position.
+    private var figures = [ProviderFigures](repeating: ProviderFigures(), count: ProviderID.positionsMax)
+    private var providerIDs = [ProviderID?](repeating: nil, count: ProviderID.positionsMax)
     public var retriesByProvider: [ProviderID: Int] = [:]
 
     public init() {}
@@ -90,15 +92,9 @@ public struct CampaignSummary: Sendable {
         if let reason = r.reason { reasons[reason, default: 0] += 1 }
         if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
         if r.belongsInPruneFile { pruned += 1 }
-        switch r.provider {
-        case .apns?:
-            if apns == nil { apns = ProviderFigures() }
-            apns!.record(r)
-        case .fcm?:
-            if fcm == nil { fcm = ProviderFigures() }
-            fcm!.record(r)
-        case nil:
-            break
+        if let provider = r.provider {
+            providerIDs[provider.position] = provider
+            figures[provider.position].record(r)
         }
     }
 
@@ -127,9 +123,10 @@ public struct CampaignSummary: Sendable {
         lines.append(String(format: "rate: %.0f notifications/s   latency p50 %.1f ms, p99 %.1f ms   wall %.2f s   retries %d",
                             sentPerSecond, Double(l.value(atQuantile: 0.5)) / 1000, Double(l.value(atQuantile: 0.99)) / 1000,
                             wallSeconds, retries))
-        if byProvider.count > 1 || byProvider.keys.contains(.fcm) {
-            for provider in ProviderID.allCases {
-                guard let p = byProvider[provider] else { continue }
+        // A run of the first provider alone (APNs) has no breakdown: its totals say it all.
+        if providers.count > 1 || providers.first.map({ $0.position != 0 }) == true {
+            for provider in providers {
+                let p = figures[provider.position]
                 let lp = p.latencyMicroseconds
                 lines.append("  \(provider.rawValue): rows \(p.rows)  " + order.map { "\($0.rawValue) \(p.outcomes[$0])" }.joined(separator: "  ")
                     + String(format: "   %.0f/s   p50 %.1f ms, p99 %.1f ms   retries %d",
@@ -169,8 +166,8 @@ public struct CampaignSummary: Sendable {
                       sentPerSecond, Double(latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
                       Double(latencyMicroseconds.value(atQuantile: 0.99)) / 1000, wallSeconds).utf8
         out += ",\"providers\":{".utf8
-        for (i, provider) in ProviderID.allCases.filter({ byProvider[$0] != nil }).enumerated() {
-            let p = byProvider[provider]!
+        for (i, provider) in providers.enumerated() {
+            let p = figures[provider.position]
             if i > 0 { out.append(0x2C) }
             out += "\"\(provider.rawValue)\":{\"rows\":".utf8
             ResultEncoding.appendInteger(p.rows, to: &out)

@@ -233,7 +233,7 @@ public final class FCMAdapter: ProviderAdapter {
         let summary = FCMResponseSummary(response: response)
         let verdict: ProviderVerdict
         switch summary.verdict {
-        case .delivered(let name): verdict = .delivered(apnsID: nil, fcmName: name)
+        case .delivered(let name): verdict = .delivered(messageID: name)
         case .prune(let reason): verdict = .prune(reason: reason, unregisteredAt: nil)
         case .fail(let reason): verdict = .fail(reason: reason)
         case .retry(let reason, let retryAfter, let throttle): verdict = .retry(reason: reason, retryAfterSeconds: retryAfter, throttle: throttle)

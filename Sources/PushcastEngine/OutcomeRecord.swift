@@ -17,9 +17,10 @@ public struct OutcomeRecord: Sendable, Equatable {
     public var reason: String?
     /// A human explanation naming the file, line and field, for rows pushcast refused.
     public var error: String?
-    public var apnsID: String?
-    /// FCM's message name (`projects/…/messages/…`) for delivered FCM rows.
-    public var fcmName: String?
+    /// The provider's id for the notification, in its provider's results column
+    /// (`PushProvider.messageIDField`): the apns-id of every APNs request, FCM's message name
+    /// (`projects/…/messages/…`) of a delivered FCM message.
+    public var messageID: String?
     /// ISO 8601 time at which APNs says the token stopped being valid (from a 410).
     public var unregisteredAt: String?
     /// For duplicates: the row that was sent.
@@ -28,8 +29,8 @@ public struct OutcomeRecord: Sendable, Equatable {
     public var latencyMilliseconds: Double?
 
     public init(row: Int, id: String?, token: String, provider: ProviderID?, outcome: OutcomeKind,
-                status: Int? = nil, reason: String? = nil, error: String? = nil, apnsID: String? = nil,
-                fcmName: String? = nil, unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
+                status: Int? = nil, reason: String? = nil, error: String? = nil, messageID: String? = nil,
+                unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
                 latencyMilliseconds: Double? = nil) {
         self.row = row
         self.id = id
@@ -39,8 +40,7 @@ public struct OutcomeRecord: Sendable, Equatable {
         self.status = status
         self.reason = reason
         self.error = error
-        self.apnsID = apnsID
-        self.fcmName = fcmName
+        self.messageID = messageID
         self.unregisteredAt = unregisteredAt
         self.duplicateOf = duplicateOf
         self.attempts = attempts

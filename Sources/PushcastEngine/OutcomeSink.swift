@@ -44,6 +44,7 @@ public final class ResultFilesSink: OutcomeSink {
     private let results: OutputFile
     private let prune: OutputFile
     private let format: ResultsFormat
+    private let columns: ResultColumns
     private var encoded = ByteBuffer(capacity: 256 * 1024)
     private var pruneEncoded = ByteBuffer(capacity: 16 * 1024)
     /// Set by the first failed write: nothing more is written (a retry could repeat the part of
@@ -55,13 +56,14 @@ public final class ResultFilesSink: OutcomeSink {
     /// its lines and new ones follow them; the prune file is written anew, starting with
     /// `restoredPrune` (the prune lines of the rows already finished).
     public init(resultsPath: String, format: ResultsFormat, prunePath: String, resuming: Bool = false,
-                restoredPrune: ByteBuffer? = nil) throws(CampaignError) {
+                restoredPrune: ByteBuffer? = nil, columns: ResultColumns = .standard) throws(CampaignError) {
         self.format = format
+        self.columns = columns
         name = "the results file \(resultsPath) and the prune file \(prunePath)"
         do {
             results = try OutputFile(path: resultsPath, bufferBytes: 256 * 1024, append: resuming)
             prune = try OutputFile(path: prunePath)
-            if format == .csv && !(resuming && results.size > 0) { try results.append(ResultEncoding.csvHeader) }
+            if format == .csv && !(resuming && results.size > 0) { try results.append(columns.csvHeader) }
             try prune.append(ResultEncoding.pruneHeader)
             if let restoredPrune, !restoredPrune.isEmpty { try prune.append(restoredPrune.bytes) }
         } catch {
@@ -70,7 +72,7 @@ public final class ResultFilesSink: OutcomeSink {
     }
 
     public func record(_ record: inout OutcomeRecord) {
-        ResultEncoding.appendLine(record, format: format, to: &encoded)
+        ResultEncoding.appendLine(record, format: format, columns: columns, to: &encoded)
         if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &pruneEncoded) }
     }
 

@@ -5,7 +5,9 @@ import PushcastWire
 /// What a provider's answer means for one notification, in the engine's terms. Each provider's
 /// adapter maps its own error table onto these (docs/PROTOCOL.md §1.6 and §2.3).
 public enum ProviderVerdict: Sendable, Equatable {
-    case delivered(apnsID: String?, fcmName: String?)
+    /// `messageID`: the id the provider gave the message, when it gave one (APNs's apns-id
+    /// header, FCM's message name); the request's own id is kept otherwise.
+    case delivered(messageID: String?)
     case prune(reason: String, unregisteredAt: String?)
     case fail(reason: String)
     /// Retry after a back-off (at least `retryAfterSeconds` when the server said so). `throttle`:
@@ -110,12 +112,12 @@ public final class APNsAdapter: ProviderAdapter {
         if generation != headersGeneration || request.pointee.fixedHeaders == nil {
             // The campaign's headers and the bearer are laid out once per credential; apns-id is
             // the only header left to change per request.
-            let all = settings.headers.headers(authorization: bearer?.authorization, apnsID: n.pointee.apnsID ?? "")
+            let all = settings.headers.headers(authorization: bearer?.authorization, apnsID: n.pointee.messageID ?? "")
             request.pointee.fixedHeaders = HTTP2HeaderTemplate(all.filter { $0.name != "apns-id" })
             request.pointee.headers = all.filter { $0.name == "apns-id" }
             headersGeneration = generation
         } else {
-            request.pointee.headers[0].value = n.pointee.apnsID ?? ""
+            request.pointee.headers[0].value = n.pointee.messageID ?? ""
         }
         request.pointee.pathSuffix = n.pointee.token
         request.pointee.body = n.pointee.payload
@@ -126,7 +128,7 @@ public final class APNsAdapter: ProviderAdapter {
         let summary = APNsResponseSummary(response: response)
         let verdict: ProviderVerdict
         switch summary.verdict {
-        case .delivered: verdict = .delivered(apnsID: summary.apnsID, fcmName: nil)
+        case .delivered: verdict = .delivered(messageID: summary.apnsID)
         case .prune(let reason): verdict = .prune(reason: reason, unregisteredAt: summary.unregisteredAt)
         case .fail(let reason): verdict = .fail(reason: reason)
         // APNs's 429 is per device token (TooManyRequests), not a provider-wide quota: retry that

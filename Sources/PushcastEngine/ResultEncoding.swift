@@ -68,19 +68,47 @@ public final class ByteBuffer: ByteSink {
     }
 }
 
+/// The results' columns for a catalog of providers: the fixed ones, and each provider's
+/// message-id column (`PushProvider.messageIDField`) in catalog order. For APNs and FCM:
+/// `row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error`.
+public struct ResultColumns: Sendable {
+    public let catalog: ProviderCatalog
+    /// The message-id columns.
+    public let fields: [String]
+    /// By provider position: the index in `fields` of that provider's column (-1: none).
+    let fieldOf: [Int]
+    public let csvHeader: String
+
+    public init(_ catalog: ProviderCatalog) {
+        self.catalog = catalog
+        fields = catalog.messageIDFields
+        var fieldOf = [Int](repeating: -1, count: ProviderID.positionsMax)
+        for provider in catalog.providers { fieldOf[provider.id.position] = fields.firstIndex(of: provider.messageIDField)! }
+        self.fieldOf = fieldOf
+        csvHeader = (["row", "id", "token", "provider", "outcome", "status", "reason"] + fields
+            + ["unregistered_at", "attempts", "latency_ms", "duplicate_of", "error"]).joined(separator: ",") + "\n"
+    }
+
+    public static let standard = ResultColumns(.standard)
+
+    @inline(__always)
+    func field(of provider: ProviderID?) -> Int { provider.map { fieldOf[$0.position] } ?? -1 }
+}
+
 public enum ResultEncoding {
-    public static let csvHeader = "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
+    public static let csvHeader = ResultColumns.standard.csvHeader
     public static let pruneHeader = "token,provider,reason,unregistered_at,id\n"
 
     /// Appends one results line for `record`.
-    public static func appendLine<Sink: ByteSink>(_ record: OutcomeRecord, format: ResultsFormat, to out: inout Sink) {
+    public static func appendLine<Sink: ByteSink>(_ record: OutcomeRecord, format: ResultsFormat, columns: ResultColumns = .standard,
+                                                  to out: inout Sink) {
         switch format {
-        case .ndjson: appendJSONLine(record, to: &out)
-        case .csv: appendCSVLine(record, to: &out)
+        case .ndjson: appendJSONLine(record, columns: columns, to: &out)
+        case .csv: appendCSVLine(record, columns: columns, to: &out)
         }
     }
 
-    static func appendJSONLine<Sink: ByteSink>(_ r: OutcomeRecord, to out: inout Sink) {
+    static func appendJSONLine<Sink: ByteSink>(_ r: OutcomeRecord, columns: ResultColumns, to out: inout Sink) {
         appendLiteral("{\"row\":", to: &out)
         appendInteger(r.row, to: &out)
         appendLiteral(",\"id\":", to: &out)
@@ -96,12 +124,7 @@ public enum ResultEncoding {
         if let status = r.status { appendInteger(status, to: &out) } else { appendLiteral("null", to: &out) }
         appendLiteral(",\"reason\":", to: &out)
         appendJSONString(r.reason, to: &out)
-        appendLiteral(",\"apns_id\":", to: &out)
-        appendJSONString(r.apnsID, to: &out)
-        if r.provider == .fcm {
-            appendLiteral(",\"fcm_name\":", to: &out)
-            appendJSONString(r.fcmName, to: &out)
-        }
+        appendMessageIDs(r, columns: columns, to: &out)
         appendLiteral(",\"unregistered_at\":", to: &out)
         appendJSONString(r.unregisteredAt, to: &out)
         appendLiteral(",\"attempts\":", to: &out)
@@ -119,7 +142,19 @@ public enum ResultEncoding {
         appendLiteral("}\n", to: &out)
     }
 
-    static func appendCSVLine<Sink: ByteSink>(_ r: OutcomeRecord, to out: inout Sink) {
+    /// The first message-id column is on every line (null where it does not apply), the others
+    /// only on their own provider's lines: `"apns_id"` on all, `"fcm_name"` on FCM's.
+    private static func appendMessageIDs<Sink: ByteSink>(_ r: OutcomeRecord, columns: ResultColumns, to out: inout Sink) {
+        let own = columns.field(of: r.provider)
+        for (index, field) in columns.fields.enumerated() where index == 0 || index == own {
+            out.append(0x2C)
+            appendJSONString(field, to: &out)
+            out.append(0x3A)
+            appendJSONString(index == own ? r.messageID : nil, to: &out)
+        }
+    }
+
+    static func appendCSVLine<Sink: ByteSink>(_ r: OutcomeRecord, columns: ResultColumns, to out: inout Sink) {
         appendInteger(r.row, to: &out)
         out.append(0x2C)
         appendCSVField(r.id, to: &out)
@@ -135,10 +170,11 @@ public enum ResultEncoding {
         out.append(0x2C)
         appendCSVField(r.reason, to: &out)
         out.append(0x2C)
-        appendCSVField(r.apnsID, to: &out)
-        out.append(0x2C)
-        appendCSVField(r.fcmName, to: &out)
-        out.append(0x2C)
+        let own = columns.field(of: r.provider)
+        for index in columns.fields.indices {
+            if index == own { appendCSVField(r.messageID, to: &out) }
+            out.append(0x2C)
+        }
         appendCSVField(r.unregisteredAt, to: &out)
         out.append(0x2C)
         appendInteger(r.attempts, to: &out)

@@ -29,7 +29,7 @@ public struct RecoveredResults {
 
     /// Reads a results file's bytes. Damage anywhere but the last line throws, naming the line;
     /// so does a row recorded twice.
-    public static func read(_ bytes: [UInt8], format: ResultsFormat, path: String,
+    public static func read(_ bytes: [UInt8], format: ResultsFormat, path: String, columns: ResultColumns = .standard,
                             visit: (OutcomeRecord) -> Void) throws(CampaignError) -> RecoveredResults {
         var recovered = RecoveredResults()
         recovered.validLength = (bytes.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 }) ?? 0
@@ -42,7 +42,7 @@ public struct RecoveredResults {
             defer { start = end + 1 }
             let text = String(decoding: bytes[start..<end], as: UTF8.self)
             if format == .csv && line == 1 { continue }  // the header
-            guard let record = format == .csv ? parseCSV(text) : parseNDJSON(text) else {
+            guard let record = format == .csv ? parseCSV(text, columns) : parseNDJSON(text, columns) else {
                 throw .input("\(path):\(line): damaged results line (fix or remove it, or start over with --force)")
             }
             guard recovered.markFinished(record.row) else { throw .input("\(path):\(line): row \(record.row) is recorded twice") }
@@ -51,27 +51,33 @@ public struct RecoveredResults {
         return recovered
     }
 
-    static func parseNDJSON(_ text: String) -> OutcomeRecord? {
+    static func parseNDJSON(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
               let row = object["row"] as? Int, row >= 1,
               let outcome = (object["outcome"] as? String).flatMap(OutcomeKind.init(rawValue:)) else { return nil }
+        let provider = (object["provider"] as? String).flatMap { columns.catalog.provider(named: $0) }
+        let field = columns.field(of: provider)
         return OutcomeRecord(row: row, id: object["id"] as? String, token: object["token"] as? String ?? "",
-                             provider: (object["provider"] as? String).flatMap(ProviderID.init(rawValue:)), outcome: outcome,
+                             provider: provider, outcome: outcome,
                              status: object["status"] as? Int, reason: object["reason"] as? String, error: object["error"] as? String,
-                             apnsID: object["apns_id"] as? String, fcmName: object["fcm_name"] as? String,
+                             messageID: field >= 0 ? object[columns.fields[field]] as? String : nil,
                              unregisteredAt: object["unregistered_at"] as? String, duplicateOf: object["duplicate_of"] as? Int,
                              attempts: object["attempts"] as? Int ?? 0, latencyMilliseconds: object["latency_ms"] as? Double)
     }
 
-    /// `row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error`
-    static func parseCSV(_ text: String) -> OutcomeRecord? {
-        guard let f = splitCSV(text), f.count == 14, let row = Int(f[0]), row >= 1,
+    /// `row,id,token,provider,outcome,status,reason,` the message-id columns,
+    /// `unregistered_at,attempts,latency_ms,duplicate_of,error` (`ResultColumns`).
+    static func parseCSV(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
+        let k = columns.fields.count
+        guard let f = splitCSV(text), f.count == 12 + k, let row = Int(f[0]), row >= 1,
               let outcome = OutcomeKind(rawValue: f[4]) else { return nil }
         func optional(_ i: Int) -> String? { f[i].isEmpty ? nil : f[i] }
-        return OutcomeRecord(row: row, id: optional(1), token: f[2], provider: ProviderID(rawValue: f[3]), outcome: outcome,
-                             status: Int(f[5]), reason: optional(6), error: optional(13), apnsID: optional(7), fcmName: optional(8),
-                             unregisteredAt: optional(9), duplicateOf: Int(f[12]), attempts: Int(f[10]) ?? 0,
-                             latencyMilliseconds: Double(f[11]))
+        let provider = columns.catalog.provider(named: f[3])
+        let field = columns.field(of: provider)
+        return OutcomeRecord(row: row, id: optional(1), token: f[2], provider: provider, outcome: outcome,
+                             status: Int(f[5]), reason: optional(6), error: optional(11 + k), messageID: field >= 0 ? optional(7 + field) : nil,
+                             unregisteredAt: optional(7 + k), duplicateOf: Int(f[10 + k]), attempts: Int(f[8 + k]) ?? 0,
+                             latencyMilliseconds: Double(f[9 + k]))
     }
 
     /// RFC 4180 fields of one line (the results file never breaks a field across lines).

@@ -1,6 +1,4 @@
-import PushcastAPNs
 import PushcastCore
-import PushcastFCM
 import PushcastInput
 import PushcastJSON
 
@@ -10,8 +8,9 @@ public struct PreparedNotification: Sendable {
     public var id: String?
     /// The token as sent: APNs's normalised hex, or FCM's opaque token, trimmed.
     public var token: String
-    /// APNs only: the apns-id derived from (campaign, token).
-    public var apnsID: String?
+    /// The id the request carries (APNs: the apns-id derived from campaign and token); nil for
+    /// providers without one. Becomes the outcome's `messageID` unless the answer names another.
+    public var messageID: String?
     /// The request body: the APNs payload, or FCM's `{"message":{…}}`.
     public var payload: [UInt8]
     public var provider: ProviderID
@@ -26,18 +25,18 @@ public struct PreparedNotification: Sendable {
     /// When the first attempt was handed out (monotonic ns), for latency.
     public var firstSentNanoseconds: UInt64 = 0
 
-    public init(row: Int, id: String?, token: String, apnsID: String?, payload: [UInt8], provider: ProviderID = .apns) {
+    public init(row: Int, id: String?, token: String, messageID: String?, payload: [UInt8], provider: ProviderID = .apns) {
         self.provider = provider
         self.row = row
         self.id = id
         self.token = token
-        self.apnsID = apnsID
+        self.messageID = messageID
         self.payload = payload
     }
 
     /// What a free slot of a send loop holds: no buffers of its own, so moving one in or out
     /// costs nothing.
-    public static let vacant = PreparedNotification(row: 0, id: nil, token: "", apnsID: nil, payload: [])
+    public static let vacant = PreparedNotification(row: 0, id: nil, token: "", messageID: nil, payload: [])
 
     /// Data rows are numbered from 1, so row 0 marks the vacant notification.
     public var isVacant: Bool { row == 0 }
@@ -108,14 +107,6 @@ public enum PreparedRow {
     case skipped
 }
 
-/// How a provider's rows become request bodies.
-public enum ProviderRendering: Sendable {
-    /// The APNs payload template and its byte limit (4096, or 5120 for voip).
-    case apns(template: PayloadTemplate, payloadBytesMax: Int)
-    /// The FCM message template (the row's token goes into `message.token`; 4096-byte messages).
-    case fcm(template: FCMMessageTemplate)
-}
-
 /// How a run finds repeated tokens.
 public enum DuplicateDetection {
     /// An exact table in memory: 12 bytes a row. For input that cannot be read twice (stdin).
@@ -130,7 +121,9 @@ public enum DuplicateDetection {
 /// reader thread; the per-row work is byte-level (docs/DESIGN.md §6: no JSON serialisation per row).
 public struct RowPreparer {
     public private(set) var layout: RowLayout
-    public let renderings: [ProviderID: ProviderRendering]
+    public let renderings: [ProviderID: any ProviderRendering]
+    /// The providers rows may name, and what their tokens look like.
+    public let catalog: ProviderCatalog
     public let campaign: String
     public let fileName: String
     /// Providers that have credentials in this run (the keys of `renderings`).
@@ -144,13 +137,10 @@ public struct RowPreparer {
     /// Whether this preparer records the rows no provider takes: malformed, unknown platform,
     /// provider not configured. Exactly one preparer of a run does.
     public let recordsUnroutable: Bool
-    private let apnsTemplate: PayloadTemplate?
-    private let apnsPayloadBytesMax: Int
-    private let fcmTemplate: FCMMessageTemplate?
+    /// Each configured provider's renderer, by position.
+    private let renderers: [(any NotificationRenderer)?]
     private let duplicates: DuplicateIndex?
     private let cursor: DuplicateCursor?
-    /// One SHA-256 context for the reader thread's apns-id derivations.
-    private let apnsIDs: APNsIDGenerator
     private var payload: [UInt8] = []
     /// The duplicate key of the current row: a provider byte, then the token.
     private var key: [UInt8] = []
@@ -158,17 +148,18 @@ public struct RowPreparer {
     /// An APNs-only preparer (the bench, tests).
     public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
                 configuredProviders: Set<ProviderID>, duplicates detection: DuplicateDetection) {
-        self.init(layout: layout, renderings: configuredProviders.contains(.apns) ? [.apns: .apns(template: template, payloadBytesMax: payloadBytesMax)] : [:],
+        self.init(layout: layout, renderings: configuredProviders.contains(.apns) ? [.apns: APNsRendering(template: template, payloadBytesMax: payloadBytesMax)] : [:],
                   campaign: campaign, fileName: fileName, sends: [.apns], recordsUnroutable: true, duplicates: detection)
     }
 
     /// `configured` overrides the providers taken as configured (default: the keys of
     /// `renderings`): a preparer that only keys rows for the duplicate plan needs no templates.
-    public init(layout: RowLayout, renderings: [ProviderID: ProviderRendering], campaign: String, fileName: String,
+    public init(layout: RowLayout, renderings: [ProviderID: any ProviderRendering], campaign: String, fileName: String,
                 sends: Set<ProviderID>, recordsUnroutable: Bool, duplicates detection: DuplicateDetection,
-                configured: Set<ProviderID>? = nil) {
+                configured: Set<ProviderID>? = nil, catalog: ProviderCatalog = .standard) {
         self.layout = layout
         self.renderings = renderings
+        self.catalog = catalog
         self.campaign = campaign
         self.fileName = fileName
         self.configuredProviders = configured ?? Set(renderings.keys)
@@ -176,19 +167,9 @@ public struct RowPreparer {
         configuredBits = configuredProviders.reduce(0) { $0 | Self.bit($1) }
         sendsBits = sends.reduce(0) { $0 | Self.bit($1) }
         self.recordsUnroutable = recordsUnroutable
-        var apnsTemplate: PayloadTemplate? = nil, apnsMax = 4096, fcmTemplate: FCMMessageTemplate? = nil
-        for (_, rendering) in renderings {
-            switch rendering {
-            case .apns(let template, let max):
-                apnsTemplate = template
-                apnsMax = max
-            case .fcm(let template):
-                fcmTemplate = template
-            }
-        }
-        self.apnsTemplate = apnsTemplate
-        self.apnsPayloadBytesMax = apnsMax
-        self.fcmTemplate = fcmTemplate
+        var renderers = [(any NotificationRenderer)?](repeating: nil, count: ProviderID.positionsMax)
+        for (provider, rendering) in renderings { renderers[provider.position] = rendering.makeRenderer(campaign: campaign) }
+        self.renderers = renderers
         switch detection {
         case .exact(let rows):
             duplicates = DuplicateIndex(expected: rows)
@@ -197,8 +178,7 @@ public struct RowPreparer {
             duplicates = nil
             cursor = plan.cursor()
         }
-        apnsIDs = APNsIDGenerator(campaign: campaign)
-        payload.reserveCapacity(max(apnsMax, FCMMessageTemplate.messageBytesMax) * 2)
+        payload.reserveCapacity(renderers.reduce(4096) { max($0, $1?.bodyBytesMax ?? 0) } * 2)
         key.reserveCapacity(4200)
     }
 
@@ -276,13 +256,11 @@ public struct RowPreparer {
 
     private mutating func makeKey(_ provider: ProviderID, _ token: String) {
         key.removeAll(keepingCapacity: true)
-        // The provider's first letter ("a", "f"): stable, and distinct for every provider.
-        key.append(Self.keyPrefix[provider.position])
+        // The provider's position: distinct for every provider of the catalog.
+        key.append(UInt8(provider.position))
         var token = token
         token.withUTF8 { key.append(contentsOf: $0) }
     }
-
-    private static let keyPrefix: [UInt8] = ProviderID.allCases.map { $0.rawValue.utf8.first! }
 
     @inline(__always)
     private static func bit(_ provider: ProviderID) -> UInt8 { 1 << UInt8(provider.position) }
@@ -294,12 +272,12 @@ public struct RowPreparer {
         var provider = layout.defaultProvider
         if let column = RowLayout.first(layout.providerColumns, in: view), let value = view.field(column),
            value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
-            guard let parsed = ProviderID(columnBytes: value) else {
+            guard let parsed = catalog.provider(columnBytes: value) else {
                 guard recordsUnroutable else { return .skip }
                 let text = String(decoding: value, as: UTF8.self)
                 return .done(OutcomeRecord(row: view.row, id: rowID(), token: view.string(tokenColumn) ?? "", provider: nil,
                                            outcome: .invalid, reason: OutcomeReason.unknownProvider,
-                                           error: problem(view, field: "platform", "unknown platform '\(text)' (expected ios/apns or android/fcm)")))
+                                           error: problem(view, field: "platform", "unknown platform '\(text)' (expected \(catalog.aliasHint))")))
             }
             provider = parsed
         }
@@ -315,13 +293,7 @@ public struct RowPreparer {
                                        outcome: .failed, reason: OutcomeReason.providerNotConfigured,
                                        error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
         }
-        let normalized: Result<String, TokenProblem>
-        switch provider {
-        case .apns:
-            do { normalized = .success(try APNsDeviceToken.normalize(rawToken).hex) } catch { normalized = .failure(TokenProblem(error.description)) }
-        case .fcm:
-            do { normalized = .success(try FCMToken.normalize(rawToken)) } catch { normalized = .failure(TokenProblem(error.description)) }
-        }
+        let normalized = catalog[provider].normalize(token: rawToken)
         switch normalized {
         case .success(let token):
             return .valid(id: rowID(), provider: provider, token: token)
@@ -333,40 +305,22 @@ public struct RowPreparer {
     }
 
     private mutating func render(_ view: RowView, id: String?, provider: ProviderID, token: String) -> PreparedRow {
+        guard let renderer = renderers[provider.position] else { preconditionFailure("\(provider) rows routed without a rendering") }
         payload.removeAll(keepingCapacity: true)
-        let size: Int, limit: Int
-        switch provider {
-        case .apns:
-            guard let apnsTemplate else { preconditionFailure("APNs rows routed without an APNs template") }
-            size = apnsTemplate.render(into: &payload) { view.field($0) }
-            limit = apnsPayloadBytesMax
-        case .fcm:
-            guard let fcmTemplate else { preconditionFailure("FCM rows routed without an FCM template") }
-            var token = token
-            size = token.withUTF8 { bytes in fcmTemplate.render(token: UnsafeRawBufferPointer(bytes), into: &payload) { view.field($0) } }
-            limit = FCMMessageTemplate.messageBytesMax
-        }
-        guard size <= limit else {
+        let size = renderer.render(token: token, into: &payload) { view.field($0) }
+        guard size <= renderer.bodyBytesMax else {
             return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .invalid,
                                            reason: OutcomeReason.payloadTooLarge,
-                                           error: problem(view, field: nil, "\(provider == .apns ? "payload" : "FCM message") is \(size) bytes; the limit is \(limit)")))
+                                           error: problem(view, field: nil, "\(renderer.bodyName) is \(size) bytes; the limit is \(renderer.bodyBytesMax)")))
         }
-        let apnsID = provider == .apns ? apnsIDs.derive(token: token) : nil
+        let messageID = renderer.notificationID(token: token)
         // Exactly the body's bytes: Array(payload) would keep the render buffer's 8 KiB capacity
         // in every in-flight notification (massif: 7 KB each, 25 MB at 4 x 250 streams).
         // (Array(_:) of a buffer pointer is specialised; the unsafeUninitializedCapacity
         // initialiser looked up generic metadata on every row.)
         let exact = payload.withUnsafeBufferPointer { Array($0) }
-        return .send(PreparedNotification(row: view.row, id: id, token: token, apnsID: apnsID, payload: exact, provider: provider))
+        return .send(PreparedNotification(row: view.row, id: id, token: token, messageID: messageID, payload: exact, provider: provider))
     }
-
-}
-
-
-/// Why a token is not a token, in words.
-struct TokenProblem: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// Why a campaign could not start or had to stop (exit status 2).

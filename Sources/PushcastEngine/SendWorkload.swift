@@ -176,9 +176,8 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         notification.attempts += 1
         let answer = adapter.classify(response)
         switch answer.verdict {
-        case .delivered(let apnsID, let fcmName):
-            finish(index, &notification, .delivered, status: answer.status, reason: nil, apnsID: apnsID,
-                   fcmName: fcmName)
+        case .delivered(let messageID):
+            finish(index, &notification, .delivered, status: answer.status, reason: nil, messageID: messageID)
         case .prune(let reason, let unregisteredAt):
             finish(index, &notification, .pruned, status: answer.status, reason: reason, unregisteredAt: unregisteredAt)
         case .fail(let reason):
@@ -395,16 +394,16 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// `n` has been taken out of the slab; its slot is free again. Its strings move into the
     /// outcome record by swaps (no retain or release); the rest of it dies with the caller.
     private func finish(_ index: Int, _ n: inout PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
-                        apnsID: String? = nil, fcmName: String? = nil, unregisteredAt: String? = nil) {
+                        messageID: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
         outbox.append(OutcomeRecord(row: n.row, id: nil, token: "", provider: adapter.provider, outcome: outcome,
-                                    status: status, reason: reason, apnsID: apnsID, fcmName: fcmName,
+                                    status: status, reason: reason, messageID: messageID,
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
         outbox.withUnsafeMutableBufferPointer { records in
             let record = records.baseAddress! + (records.count - 1)
             swap(&record.pointee.id, &n.id)
             swap(&record.pointee.token, &n.token)
-            if apnsID == nil { swap(&record.pointee.apnsID, &n.apnsID) }
+            if messageID == nil { swap(&record.pointee.messageID, &n.messageID) }
         }
         freeTags.append(index)
         if outbox.count >= 256 { outcomes.push(&outbox) }

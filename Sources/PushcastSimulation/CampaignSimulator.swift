@@ -117,10 +117,19 @@ public enum CampaignSimulator {
                                 crashAfter: UInt64?) throws -> (summary: CampaignSummary, cutShort: String?) {
         let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
         run.durability = durability
+        return self.run(run, servers: servers, clock: clock, seed: scenario.seed, sink: sink, crashAfter: crashAfter)
+    }
+
+    /// Runs any campaign, its feeds and lanes built by the caller (for a provider of its own,
+    /// say), on the simulated crew against `servers` (one per lane's provider), from `clock`'s
+    /// time. `cutShort` says why the run did not end by itself (nil when it did): a crash after
+    /// `crashAfter` ns, or four virtual hours gone.
+    public static func run(_ run: CampaignRun, servers: [ProviderID: SimulatedServer], clock: ManualClock, seed: UInt64,
+                           sink: OutcomeSink, crashAfter: UInt64? = nil) -> (summary: CampaignSummary, cutShort: String?) {
         var crew: SimulatedCrew?
         let start = clock.nanoseconds
         let summary = run.run(sinks: [sink]) { lanes, outcomes in
-            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, clock: clock, seed: scenario.seed &+ start,
+            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, clock: clock, seed: seed &+ start,
                                      crashAt: crashAfter.map { start + $0 }, timeLimit: start + 4 * 3600 * 1_000_000_000)
             crew = made
             return made
@@ -132,9 +141,9 @@ public enum CampaignSimulator {
         let columns = ["token", "platform", "name"]
         let reader = try TokenFileReader(source: MemoryByteSource(scenario.csv), format: .csv, fileName: "sim.csv")
         let layout = try RowLayout(columns: reader.columns, idColumn: nil, defaultProvider: .apns, fileName: "sim.csv")
-        let renderings: [ProviderID: ProviderRendering] = [
-            .apns: .apns(template: try PayloadTemplate.compile(text: #"{"aps":{"alert":"Hello {{name}}"}}"#, columns: columns), payloadBytesMax: 4096),
-            .fcm: .fcm(template: try FCMMessageTemplate.compile(text: #"{"notification":{"title":"Hello {{name}}"}}"#, columns: columns,
+        let renderings: [ProviderID: any ProviderRendering] = [
+            .apns: APNsRendering(template: try PayloadTemplate.compile(text: #"{"aps":{"alert":"Hello {{name}}"}}"#, columns: columns), payloadBytesMax: 4096),
+            .fcm: FCMRendering(template: try FCMMessageTemplate.compile(text: #"{"notification":{"title":"Hello {{name}}"}}"#, columns: columns,
                                                                 validateOnly: false, source: "sim.json")),
         ]
         let preparer = RowPreparer(layout: layout, renderings: renderings, campaign: "sim", fileName: "sim.csv", sends: [.apns, .fcm],

@@ -89,7 +89,7 @@ enum SendCommand {
         var reader: TokenFileReader
         var totalRows: Int?
         var layout: RowLayout
-        var renderings: [ProviderID: ProviderRendering]
+        var renderings: [ProviderID: any ProviderRendering]
         var settings: APNsSendSettings?
         /// The APNs endpoint (--endpoint or the environment's), parsed once.
         var apnsEndpoint: Endpoint?
@@ -108,7 +108,7 @@ enum SendCommand {
         /// The providers that can get rows: every configured one when rows name their platform,
         /// else the default provider alone.
         var activeProviders: [ProviderID] {
-            let configured = ProviderID.allCases.filter { renderings[$0] != nil }
+            let configured = ProviderCatalog.standard.ids.filter { renderings[$0] != nil }
             return layout.providerColumn == nil ? configured.filter { $0 == layout.defaultProvider } : configured
         }
 
@@ -195,8 +195,8 @@ enum SendCommand {
     /// settings (headers, endpoint, retry policy).
     static func renderings(_ parsed: ParsedArguments, columns: [String], apnsTemplate: (path: String, text: String)?,
                            fcmTemplate: (path: String, text: String)?,
-                           tokenSource: APNsTokenSource?) throws -> ([ProviderID: ProviderRendering], APNsSendSettings?, Endpoint?) {
-        var renderings: [ProviderID: ProviderRendering] = [:]
+                           tokenSource: APNsTokenSource?) throws -> ([ProviderID: any ProviderRendering], APNsSendSettings?, Endpoint?) {
+        var renderings: [ProviderID: any ProviderRendering] = [:]
         var settings: APNsSendSettings? = nil
         var apnsEndpoint: Endpoint? = nil
         if let apnsTemplate {
@@ -207,7 +207,7 @@ enum SendCommand {
                 throw CommandFailure("\(apnsTemplate.path): \(error.description)")
             }
             let headers = try makeHeaders(parsed)
-            renderings[.apns] = .apns(template: template, payloadBytesMax: headers.pushType.payloadBytesMax)
+            renderings[.apns] = APNsRendering(template: template, payloadBytesMax: headers.pushType.payloadBytesMax)
             let endpoint = try endpoint(parsed)
             apnsEndpoint = endpoint
             settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority,
@@ -215,7 +215,7 @@ enum SendCommand {
         }
         if let fcmTemplate {
             do {
-                renderings[.fcm] = .fcm(template: try FCMMessageTemplate.compile(text: fcmTemplate.text, columns: columns,
+                renderings[.fcm] = FCMRendering(template: try FCMMessageTemplate.compile(text: fcmTemplate.text, columns: columns,
                                                                                 validateOnly: parsed.flag("fcm-validate-only"), source: fcmTemplate.path))
             } catch {
                 throw CommandFailure(error.description)
@@ -227,7 +227,8 @@ enum SendCommand {
     static func makePlan(_ parsed: ParsedArguments) throws -> Plan {
         guard let path = parsed.positional("file") else { throw parsed.error("missing the token file") }
         let format = try inputFormat(parsed, path: path)
-        let defaultProvider = ProviderID(rawValue: try parsed.choice("provider", from: ["apns", "fcm"]) ?? "apns")!
+        let catalog = ProviderCatalog.standard
+        let defaultProvider = catalog.provider(named: try parsed.choice("provider", from: catalog.ids.map(\.rawValue)) ?? "apns")!
 
         // Credentials first: a key that cannot be read stops the run before anything else.
         let tokenSource = try makeTokenSource(parsed)
@@ -514,12 +515,12 @@ enum SendCommand {
 
     /// Per provider: what would be sent, and the first request and body (tokens redacted).
     static func printProviders(_ plan: Plan, _ tally: CheckTally) {
-        for provider in ProviderID.allCases where plan.renderings[provider] != nil {
+        for provider in ProviderCatalog.standard.providers.map(\.id) where plan.renderings[provider] != nil {
             let what = provider == .apns ? "payload" : "message"
-            Console.out("would send: \(tally.toSend[provider] ?? 0) notifications to \(provider == .apns ? "APNs" : "FCM") "
+            Console.out("would send: \(tally.toSend[provider] ?? 0) notifications to \(ProviderCatalog.standard[provider].displayName) "
                 + "(largest body \(tally.largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
             if provider == .apns, let sample = tally.samples[.apns], let settings = plan.settings {
-                Console.out("first APNs request: POST /3/device/\(redacted(sample.token)) apns-id \(sample.apnsID ?? ""), headers: "
+                Console.out("first APNs request: POST /3/device/\(redacted(sample.token)) apns-id \(sample.messageID ?? ""), headers: "
                     + settings.headers.fixedHeaders.map { "\($0.name): \($0.value)" }.joined(separator: ", "))
             }
             if provider == .fcm, let fcm = plan.fcm {
@@ -587,7 +588,7 @@ enum SendCommand {
         var rates: [ProviderID: Double] = [.fcm: 10_000]
         if let text = parsed.value("rate") {
             do {
-                for (provider, rate) in try RateSpec.parse(text) { rates[provider] = rate }
+                for (provider, rate) in try RateSpec.parse(text, providers: ProviderCatalog.standard.ids) { rates[provider] = rate }
             } catch {
                 throw parsed.error("--rate: \(error.description)")
             }

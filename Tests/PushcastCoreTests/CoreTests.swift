@@ -80,17 +80,20 @@ final class MinHeapTests: XCTestCase {
 }
 
 final class ProviderIDTests: XCTestCase {
-    private func parse(_ text: String) -> ProviderID? {
+    private func matches(_ text: String, _ aliases: [String]) -> Bool {
         var copy = text
-        return copy.withUTF8 { ProviderID(columnBytes: UnsafeRawBufferPointer($0)) }
+        return copy.withUTF8 { ProviderID.matches(UnsafeRawBufferPointer($0), anyOf: aliases.map { Array($0.utf8) }) }
     }
 
-    func testColumnBytesMatchTheStringParser() {
-        for text in ["ios", " IOS ", "Apns", "iPadOS", "android\r", "\tFCM", "firebase", "web", "", "iosx", "andro"] {
-            XCTAssertEqual(parse(text), ProviderID(column: text.trimmingCharacters(in: .whitespacesAndNewlines)), text)
-        }
-        XCTAssertEqual(parse(" ios "), .apns)
-        XCTAssertEqual(parse("ANDROID"), .fcm)
-        XCTAssertNil(parse("windows"))
+    func testAliasMatchingIgnoresCaseAndSurroundingSpace() {
+        let apple = ["ios", "apns", "ipados"]
+        for text in ["ios", " IOS ", "Apns", "iPadOS", "ios\r", "\tios"] { XCTAssertTrue(matches(text, apple), text) }
+        for text in ["", "iosx", "io", "i os", "android", "web"] { XCTAssertFalse(matches(text, apple), text) }
+    }
+
+    func testEqualityIsByNameAndPosition() {
+        XCTAssertEqual(ProviderID("apns", position: 0), .apns)
+        XCTAssertNotEqual(ProviderID("stub", position: 2), .fcm)
+        XCTAssertEqual(ProviderID.fcm.position, 1)
     }
 }

@@ -27,7 +27,7 @@ final class APNsWorkloadTests: XCTestCase {
 
         func feed(_ count: Int, close: Bool = true) {
             var batch = (1...count).map { i in
-                PreparedNotification(row: i, id: "d\(i)", token: String(format: "%064x", i), apnsID: "id-\(i)",
+                PreparedNotification(row: i, id: "d\(i)", token: String(format: "%064x", i), messageID: "id-\(i)",
                                      payload: Array("{\"aps\":{}}".utf8))
             }
             channel.push(&batch)
@@ -72,7 +72,7 @@ final class APNsWorkloadTests: XCTestCase {
         rig.workload.received(tag: tags[2], response: Self.response(400, #"{"reason":"BadCollapseId"}"#))
         let out = rig.drain().sorted { $0.row < $1.row }
         XCTAssertEqual(out.map(\.outcome), [.delivered, .pruned, .failed])
-        XCTAssertEqual(out[0].apnsID, "echoed")
+        XCTAssertEqual(out[0].messageID, "echoed")
         XCTAssertEqual(out[1].reason, "Unregistered")
         XCTAssertEqual(out[1].unregisteredAt, "2023-11-14T22:13:20.123Z")
         XCTAssertEqual(out[2].reason, "BadCollapseId")
@@ -175,7 +175,7 @@ final class APNsWorkloadTests: XCTestCase {
             if fed < total && rig.channel.room > 0 {
                 let n = min(rig.channel.room, total - fed)
                 var batch = (fed + 1...fed + n).map { i in
-                    PreparedNotification(row: i, id: nil, token: String(format: "%064x", i), apnsID: "x", payload: [0x7B, 0x7D])
+                    PreparedNotification(row: i, id: nil, token: String(format: "%064x", i), messageID: "x", payload: [0x7B, 0x7D])
                 }
                 rig.channel.push(&batch)
                 fed += n

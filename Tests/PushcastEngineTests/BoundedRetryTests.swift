@@ -30,7 +30,7 @@ final class BoundedRetryTests: XCTestCase {
 
         func feed(_ count: Int) {
             var batch = (1...count).map { i in
-                PreparedNotification(row: i, id: nil, token: String(format: "%064x", i), apnsID: "id-\(i)", payload: Array("{}".utf8))
+                PreparedNotification(row: i, id: nil, token: String(format: "%064x", i), messageID: "id-\(i)", payload: Array("{}".utf8))
             }
             channel.push(&batch)
             channel.close()

@@ -57,7 +57,7 @@ final class FCMWorkloadTests: XCTestCase {
         }
 
         static func notification(row: Int) -> PreparedNotification {
-            PreparedNotification(row: row, id: "r\(row)", token: "t\(row)", apnsID: nil, payload: payload(row: row), provider: .fcm)
+            PreparedNotification(row: row, id: "r\(row)", token: "t\(row)", messageID: nil, payload: payload(row: row), provider: .fcm)
         }
 
         /// Pushes rows `rows` (the caller keeps within `channel.room`).
@@ -177,8 +177,7 @@ final class FCMWorkloadTests: XCTestCase {
         XCTAssertEqual(record.provider, .fcm)
         XCTAssertEqual(record.status, 200)
         XCTAssertNil(record.reason)
-        XCTAssertEqual(record.fcmName, "projects/P/messages/0:170000001%31bd1c9631bd1c96")
-        XCTAssertNil(record.apnsID)
+        XCTAssertEqual(record.messageID, "projects/P/messages/0:170000001%31bd1c9631bd1c96")
         XCTAssertEqual(record.row, 1)
         XCTAssertEqual(record.id, "r1")
         XCTAssertEqual(record.token, "t1")
@@ -212,7 +211,7 @@ final class FCMWorkloadTests: XCTestCase {
             XCTAssertEqual(record.reason, answer.reason, "row \(record.row)")
             XCTAssertEqual(record.status, answer.status, "row \(record.row)")
             XCTAssertEqual(record.attempts, 1, "row \(record.row) was not retried")
-            XCTAssertNil(record.fcmName)
+            XCTAssertNil(record.messageID)
             XCTAssertEqual(record.provider, .fcm)
         }
         XCTAssertFalse(rig.outcomes.isStopped)

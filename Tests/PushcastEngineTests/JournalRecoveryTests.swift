@@ -86,7 +86,7 @@ final class JournalRecoveryTests: XCTestCase {
         var out = ByteBuffer(capacity: 4096)
         if format == .csv { for byte in ResultEncoding.csvHeader.utf8 { out.append(byte) } }
         let records = [
-            OutcomeRecord(row: 1, id: "d1", token: "aa", provider: .apns, outcome: .delivered, status: 200, apnsID: "x", attempts: 1, latencyMilliseconds: 2.5),
+            OutcomeRecord(row: 1, id: "d1", token: "aa", provider: .apns, outcome: .delivered, status: 200, messageID: "x", attempts: 1, latencyMilliseconds: 2.5),
             OutcomeRecord(row: 3, id: "d,3", token: "bb", provider: .apns, outcome: .pruned, status: 410, reason: "Unregistered", unregisteredAt: "2024-01-01T00:00:00.000Z"),
             OutcomeRecord(row: 2, id: nil, token: "zz", provider: .fcm, outcome: .invalid, reason: "InvalidToken", error: "t.csv:3: field 'token': \"bad\""),
             OutcomeRecord(row: 4, id: "d4", token: "aa", provider: .apns, outcome: .duplicate, reason: "Duplicate", duplicateOf: 1),

@@ -12,7 +12,7 @@ final class ResultEncodingTests: XCTestCase {
 
     func testNDJSONLineIsValidJSONWithEveryField() throws {
         let record = OutcomeRecord(row: 12, id: "dev \"7\"\n", token: "dead00", provider: .apns, outcome: .pruned,
-                                   status: 410, reason: "Unregistered", apnsID: "00000000-0000-5000-8000-000000000000",
+                                   status: 410, reason: "Unregistered", messageID: "00000000-0000-5000-8000-000000000000",
                                    unregisteredAt: "2026-11-29T18:00:00.000Z", attempts: 1, latencyMilliseconds: 20.44)
         let text = line(record, .ndjson)
         XCTAssertTrue(text.hasSuffix("}\n"))
@@ -40,7 +40,7 @@ final class ResultEncodingTests: XCTestCase {
 
     func testFCMRowsCarryTheMessageName() throws {
         let record = OutcomeRecord(row: 7, id: nil, token: "fGx:APA91b-opaque_Token", provider: .fcm, outcome: .delivered, status: 200,
-                                   fcmName: "projects/p/messages/0:123", attempts: 1, latencyMilliseconds: 2)
+                                   messageID: "projects/p/messages/0:123", attempts: 1, latencyMilliseconds: 2)
         let json = line(record, .ndjson)
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         XCTAssertEqual(object["fcm_name"] as? String, "projects/p/messages/0:123")
@@ -118,7 +118,7 @@ final class ResultEncodingTests: XCTestCase {
                      "\u{645}\u{631}\u{62D}\u{628}\u{627} 李娜 Анна", String(repeating: "x", count: 5000)]
         for (i, text) in texts.enumerated() {
             records.append(OutcomeRecord(row: i + 1, id: text, token: text, provider: i % 2 == 0 ? .apns : .fcm, outcome: .failed,
-                                         status: 400 + i, reason: text, error: text, apnsID: text, fcmName: text,
+                                         status: 400 + i, reason: text, error: text, messageID: text,
                                          unregisteredAt: text, duplicateOf: i, attempts: i, latencyMilliseconds: Double(i) * 1.25))
         }
         var bufferSink = buffer
