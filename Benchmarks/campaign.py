@@ -65,15 +65,15 @@ def start_mock(pushcast, work, name):
     return mock, port, ca
 
 
-def run_send(pushcast, work, tokens, rows, options, key, label):
-    mock, port, ca = start_mock(pushcast, work, label)
+def run_send(pushcast, work, tokens, rows, options, key, label, mock_binary=None, older=False):
+    mock, port, ca = start_mock(mock_binary or pushcast, work, label)
     try:
         argv = [pushcast, "send", tokens, "--payload", os.path.join(work, "payload.json"), "--apns-topic", TOPIC,
                 "--apns-key", key, "--apns-key-id", "BENCHKEY01", "--apns-team-id", "BENCHTEAM1",
                 "--apns-endpoint", "https://127.0.0.1:%d" % port, "--ca-file", ca,
                 "--connections", str(options.connections), "--streams", str(options.streams), "--workers", "1",
                 "--results", os.path.join(work, label + ".results.ndjson"), "--prune", os.path.join(work, label + ".prune.csv"),
-                "--summary", os.path.join(work, label + ".summary.json"), "--quiet", "--force"] + options.send_flags
+                "--summary", os.path.join(work, label + ".summary.json"), "--quiet"] + ([] if older else ["--force"] + options.send_flags)
         client = Child(label + "-send", argv, work)
         if not client.wait(options.timeout):
             raise BenchmarkError("%s: pushcast send ran past %d s" % (label, options.timeout))
@@ -149,6 +149,23 @@ def run_h2load(pushcast, work, rows, options):
         mock.stop()
 
 
+def baseline_table(options, work, tokens, key, per_notification, median):
+    """The current binary's full job against `--baseline`'s, alternating, `--repeat` runs each, both
+    clients talking to the current binary's mock. The baseline gets none of --send-flags, nor --force
+    (binaries before the journal have neither, and overwrite their results file)."""
+    current, older = [], []
+    for i in range(max(1, options.repeat)):
+        older.append(run_send(options.baseline, work, tokens, options.rows, options, key, "baseline", mock_binary=options.pushcast,
+                              older=True))
+        current.append(run_send(options.pushcast, work, tokens, options.rows, options, key, "current"))
+    us_old = median([per_notification(r) for r in older])
+    us_new = median([per_notification(r) for r in current])
+    return ["| pushcast send (full job) | client CPU µs per notification, median | every run |", "|---|---:|---|",
+            "| baseline %s | %.2f | %s |" % (options.baseline, us_old, ", ".join("%.2f" % per_notification(r) for r in older)),
+            "| current %s | %.2f | %s |" % (options.pushcast, us_new, ", ".join("%.2f" % per_notification(r) for r in current)),
+            "", "current / baseline: **%.3f** (%d alternating runs each)" % (us_new / us_old, len(current))]
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pushcast", default=os.path.join(REPO_ROOT, ".build/release/pushcast"))
@@ -162,6 +179,9 @@ def main(argv):
     parser.add_argument("--timeout", type=int, default=1800)
     parser.add_argument("--send-flags", type=shlex.split, default=[],
                         help="extra options for pushcast send, e.g. \"--fsync never\" (the journal's cost)")
+    parser.add_argument("--baseline", metavar="BINARY",
+                        help="also run this (older) pushcast's send, alternating with the current one against the same "
+                             "mock binary, and report both medians: the no-regression check")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "pushcast-bench-data"))
     options = parser.parse_args(argv)
     if not os.path.exists(options.pushcast):
@@ -193,6 +213,8 @@ def main(argv):
             middle = len(ordered) // 2
             return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
+        if options.baseline:
+            lines += baseline_table(options, work, tokens, key, per_notification, median) + [""]
         send = sorted(sends, key=per_notification)[len(sends) // 2]
         h2 = sorted(h2s, key=per_notification)[len(h2s) // 2]
         transport = sorted(transports, key=per_notification)[len(transports) // 2]
