@@ -94,6 +94,8 @@ public struct JournalState: Equatable {
     /// For runs that did not stop cleanly: the highest reservation of each feed.
     public var uncleanMarks: [String: Int] = [:]
     public var runs = 0
+    /// Whether the last run recorded its clean stop (`S`): false after a crash or a signal.
+    public var lastRunClean = true
 
     /// Rows below this mark of `feed` may have gone out (if they have no results line).
     public func mayHaveGoneOut(row: Int, feed: String) -> Bool { row < uncleanMarks[feed, default: 0] }
@@ -110,6 +112,7 @@ public struct JournalState: Equatable {
         var current: [String: Int] = [:]
         var clean = true
         func endRun() {
+            state.lastRunClean = clean
             if !clean { for (feed, mark) in current { state.uncleanMarks[feed] = max(state.uncleanMarks[feed, default: 0], mark) } }
         }
         for (index, line) in lines.enumerated().dropFirst() {
