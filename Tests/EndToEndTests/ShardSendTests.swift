@@ -25,15 +25,9 @@ final class ShardSendTests: XCTestCase {
 
     /// A mixed file: iOS and Android rows, repeated tokens, dead tokens, invalid tokens, unknown
     /// platforms and malformed rows (an extra field).
-    private func writeInput(_ name: String, rows: Int, seed: UInt64) throws -> String {
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+    private func writeInput(_ name: String, rows: Int) throws -> String {
+        var generator = SystemRandomNumberGenerator()
+        func next() -> UInt64 { generator.next() }
         var lines = ["device_id,token,platform,first_name"]
         var earlier: [(String, String)] = []
         for i in 1...rows {
@@ -87,7 +81,7 @@ final class ShardSendTests: XCTestCase {
 
     func testThreeShardsMergeIntoTheUnshardedResults() throws {
         let rows = 4000
-        let input = try writeInput("tokens.csv", rows: rows, seed: 1)
+        let input = try writeInput("tokens.csv", rows: rows)
         let whole = try send(input, ["--results", directory + "/whole.ndjson", "--prune", directory + "/whole.prune.csv"])
         XCTAssertTrue([0, 1].contains(whole.status), whole.stderr)
         for index in 0..<3 {
@@ -131,8 +125,8 @@ final class ShardSendTests: XCTestCase {
     }
 
     func testMergeRefusesOtherCampaignsAndInputsAndNamesAMissingShard() throws {
-        let input = try writeInput("tokens.csv", rows: 1200, seed: 2)
-        let other = try writeInput("other.csv", rows: 1200, seed: 3)
+        let input = try writeInput("tokens.csv", rows: 1200)
+        let other = try writeInput("other.csv", rows: 1200)
         for index in 0..<2 { XCTAssertTrue([0, 1].contains(try send(input, shardFlags(index, of: 3)).status)) }
         // Shard 2 of another campaign id.
         XCTAssertTrue([0, 1].contains(try send(input, shardFlags(2, of: 3), campaign: "autumn").status))
@@ -155,7 +149,7 @@ final class ShardSendTests: XCTestCase {
     }
 
     func testShardOptionsAreCheckedBeforeAnythingIsSent() throws {
-        let input = try writeInput("tokens.csv", rows: 50, seed: 4)
+        let input = try writeInput("tokens.csv", rows: 50)
         var run = try send(input, ["--shard", "4/4"])
         XCTAssertEqual(run.status, 2)
         XCTAssertTrue(run.stderr.contains("below the count"), run.stderr)
@@ -175,7 +169,7 @@ final class ShardSendTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory + "/slow", withIntermediateDirectories: true)
         mock = try FCMSendTests.Mock(directory: directory + "/slow", extra: ["--latency-ms", "20"])
         let rows = 40_000
-        let input = try writeInput("tokens.csv", rows: rows, seed: 5)
+        let input = try writeInput("tokens.csv", rows: rows)
         let args = ["send", input, "--payload", directory + "/payload.json", "--fcm-payload", directory + "/message.json"]
             + mock.sendFlags + ["--quiet", "--campaign", "spring", "--resume", "--connections", "2", "--streams", "50",
                                 "--fcm-connections", "2", "--fcm-streams", "50", "--rate", "apns=4000/s,fcm=4000/s"] + shardFlags(1, of: 2)
