@@ -73,7 +73,7 @@ extension CampaignSummary {
     }
 
     /// A summary read back from its JSON file (`--summary`); nil when the bytes are not one.
-    public static func parse(_ bytes: [UInt8]) -> CampaignSummary? {
+    public static func parse(_ bytes: [UInt8], catalog: ProviderCatalog = .standard) -> CampaignSummary? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               let rows = object["rows"] as? Int else { return nil }
         var summary = CampaignSummary()
@@ -88,7 +88,7 @@ extension CampaignSummary {
         summary.interrupted = object["interrupted"] as? Bool ?? false
         summary.pruned = object["pruned"] as? Int ?? 0
         for (name, value) in object["providers"] as? [String: Any] ?? [:] {
-            guard let provider = ProviderID(rawValue: name), let p = value as? [String: Any] else { continue }
+            guard let provider = catalog.provider(named: name), let p = value as? [String: Any] else { continue }
             var figures = ProviderFigures()
             figures.rows = p["rows"] as? Int ?? 0
             figures.outcomes = outcomeCounts(p["outcomes"])

@@ -90,10 +90,8 @@ public struct CampaignSummary: Sendable {
 
     /// Replaces one provider's figures (a summary read back from its file).
     mutating func setFigures(_ figures: ProviderFigures?, for provider: ProviderID) {
-        switch provider {
-        case .apns: apns = figures
-        case .fcm: fcm = figures
-        }
+        providerIDs[provider.position] = figures == nil ? nil : provider
+        self.figures[provider.position] = figures ?? ProviderFigures()
     }
 
     public mutating func record(_ r: OutcomeRecord) {

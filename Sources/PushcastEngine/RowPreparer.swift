@@ -124,6 +124,8 @@ public struct RowPreparer {
     public let renderings: [ProviderID: any ProviderRendering]
     /// The providers rows may name, and what their tokens look like.
     public let catalog: ProviderCatalog
+    /// By provider position: the `--shard` hash state after the provider's name and a 0 byte.
+    private let shardSeeds: [UInt64]
     public let campaign: String
     public let fileName: String
     /// Providers that have credentials in this run (the keys of `renderings`).
@@ -166,6 +168,9 @@ public struct RowPreparer {
         self.layout = layout
         self.renderings = renderings
         self.catalog = catalog
+        var seeds = [UInt64](repeating: 0, count: ProviderID.positionsMax)
+        for provider in catalog.providers { seeds[provider.id.position] = ShardSpec.keySeed(provider: provider.id.rawValue) }
+        shardSeeds = seeds
         self.campaign = campaign
         self.fileName = fileName
         self.configuredProviders = configured ?? Set(renderings.keys)
@@ -232,7 +237,7 @@ public struct RowPreparer {
             if shard.isSplit {
                 // Another shard's token: skipped before the duplicate check (its repeats are all
                 // in that shard) and before its id is read.
-                guard shard.owns(keyHash: Self.shardHash(provider, token)) else { return .skipped }
+                guard shard.owns(keyHash: shardHash(provider, token)) else { return .skipped }
                 id = rowID(view)
             }
             if let duplicates {
@@ -270,7 +275,7 @@ public struct RowPreparer {
         case .skip: return (false, nil)
         case .done: return (shard.owns(row: view.row), nil)
         case .valid(_, let provider, let token):
-            guard !shard.isSplit || shard.owns(keyHash: Self.shardHash(provider, token)) else { return (false, nil) }
+            guard !shard.isSplit || shard.owns(keyHash: shardHash(provider, token)) else { return (false, nil) }
             makeKey(provider, token)
             return (true, key.withUnsafeBytes { bytes in
                 (DuplicateIndex.hash(bytes), UInt32(truncatingIfNeeded: DuplicateIndex.hash(bytes, seed: 0x2545_F491_4F6C_DD1D) >> 32))
@@ -280,14 +285,13 @@ public struct RowPreparer {
 
     /// The `--shard` hash of a row's key (`ShardSpec`: FNV-1a 64 of provider name, 0, token).
     @inline(__always)
-    static func shardHash(_ provider: ProviderID, _ token: String) -> UInt64 {
+    func shardHash(_ provider: ProviderID, _ token: String) -> UInt64 {
         let seed = shardSeeds[provider.position]
         if let h = token.utf8.withContiguousStorageIfAvailable({ ShardSpec.fnv1a(UnsafeRawBufferPointer($0), state: seed) }) { return h }
         var copy = token
         return copy.withUTF8 { ShardSpec.fnv1a(UnsafeRawBufferPointer($0), state: seed) }
     }
 
-    private static let shardSeeds: [UInt64] = ProviderID.allCases.map { ShardSpec.keySeed(provider: $0.rawValue) }
 
     private func rowID(_ view: RowView) -> String? {
         RowLayout.first(layout.idColumns, in: view).flatMap { view.string($0) }

@@ -28,9 +28,12 @@ final class ShardTests: XCTestCase {
             ("fcm", "fAbC:APA91b-xyz", 0x5e18_fc99_9d6f_fc03, 2, 3),
             ("fcm", "", 0x0120_9879_20f7_c2db, 2, 27),
         ]
+        let layout = RowLayout(growing: ["token"], idColumn: nil, defaultProvider: .apns)
+        let preparer = RowPreparer(layout: layout, renderings: [:], campaign: "c", fileName: "v.csv", sends: [.apns, .fcm],
+                                   recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: [.apns, .fcm])
         for (provider, token, hash, mod3, mod64) in vectors {
             XCTAssertEqual(ShardSpec.keyHash(provider: provider, token: token), hash, "\(provider) \(token)")
-            XCTAssertEqual(RowPreparer.shardHash(ProviderID(rawValue: provider)!, token), hash)
+            XCTAssertEqual(preparer.shardHash(ProviderCatalog.standard.provider(named: provider)!, token), hash)
             XCTAssertTrue(ShardSpec(index: mod3, count: 3).owns(keyHash: hash))
             XCTAssertTrue(ShardSpec(index: mod64, count: 64).owns(keyHash: hash))
         }
@@ -74,9 +77,9 @@ final class ShardTests: XCTestCase {
     private func fates(_ bytes: [UInt8], shard: ShardSpec) throws -> [Int: Fate] {
         let reader = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 997), format: .csv, fileName: "m.csv")
         let columns = reader.columns
-        let renderings: [ProviderID: ProviderRendering] = [
-            .apns: .apns(template: try PayloadTemplate.compile(text: #"{"aps":{"alert":"{{device_id}}"}}"#, columns: columns), payloadBytesMax: 4096),
-            .fcm: .fcm(template: try FCMMessageTemplate.compile(text: #"{"data":{"d":"{{device_id}}"}}"#, columns: columns, validateOnly: false, source: "t")),
+        let renderings: [ProviderID: any ProviderRendering] = [
+            .apns: APNsRendering(template: try PayloadTemplate.compile(text: #"{"aps":{"alert":"{{device_id}}"}}"#, columns: columns), payloadBytesMax: 4096),
+            .fcm: FCMRendering(template: try FCMMessageTemplate.compile(text: #"{"data":{"d":"{{device_id}}"}}"#, columns: columns, validateOnly: false, source: "t")),
         ]
         let layout = try RowLayout(columns: columns, idColumn: nil, defaultProvider: .apns, fileName: "m.csv")
         var keyer = RowPreparer(layout: layout, renderings: [:], campaign: "c", fileName: "m.csv", sends: [.apns, .fcm],
