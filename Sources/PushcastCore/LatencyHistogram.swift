@@ -63,3 +63,25 @@ public struct LatencyHistogram: Sendable, Equatable {
 
     public var mean: Double { count == 0 ? 0 : Double(sum) / Double(count) }
 }
+
+extension LatencyHistogram {
+    /// The non-empty buckets as (the smallest value the bucket holds, count): what a summary file
+    /// keeps so that shards' histograms can be merged (`pushcast merge`) instead of averaged.
+    public var buckets: [(lowerBound: UInt64, count: UInt64)] {
+        counts.indices.filter { counts[$0] != 0 }.map { (Self.lowerBound(of: $0), counts[$0]) }
+    }
+
+    /// A histogram from a summary file's buckets and totals. False-free: a lower bound always
+    /// lands in its own bucket.
+    public init(buckets: [(lowerBound: UInt64, count: UInt64)], minimum: UInt64, maximum: UInt64, sum: UInt64) {
+        self.init()
+        for bucket in buckets where bucket.count > 0 {
+            counts[Self.index(of: bucket.lowerBound)] &+= bucket.count
+            count &+= bucket.count
+        }
+        guard count > 0 else { return }
+        self.minimum = minimum
+        self.maximum = maximum
+        self.sum = sum
+    }
+}

@@ -12,8 +12,13 @@ public struct CampaignFingerprint: Equatable, Sendable {
     /// The configured providers, comma-separated, in `ProviderID.allCases` order.
     public var providers: String
     public var resultsFormat: String
+    /// `I/N` for one shard of a split campaign (`--shard`), empty for a whole campaign: a shard's
+    /// journal records which shard it is, so resuming with another `--shard` is refused, and
+    /// `pushcast merge` can tell shards of other campaigns.
+    public var shard: String
 
-    public init(campaign: String, input: String, templates: String, providers: String, resultsFormat: String) {
+    public init(campaign: String, input: String, templates: String, providers: String, resultsFormat: String, shard: String = "") {
+        self.shard = shard
         self.campaign = campaign
         self.input = input
         self.templates = templates
@@ -23,7 +28,8 @@ public struct CampaignFingerprint: Equatable, Sendable {
 
     /// The journal's first line.
     var headerLine: String {
-        "pushcast-journal 1 campaign=\(campaign) input=\(input) templates=\(templates) providers=\(providers) results=\(resultsFormat)\n"
+        "pushcast-journal 1 campaign=\(campaign) input=\(input) templates=\(templates) providers=\(providers) results=\(resultsFormat)"
+            + (shard.isEmpty ? "" : " shard=\(shard)") + "\n"
     }
 
     /// The fields that differ from `other`, in words, for the refusal.
@@ -34,6 +40,7 @@ public struct CampaignFingerprint: Equatable, Sendable {
         if templates != other.templates { out.append("the templates or headers") }
         if providers != other.providers { out.append("the providers (\(other.providers) then, \(providers) now)") }
         if resultsFormat != other.resultsFormat { out.append("the results format") }
+        if shard != other.shard { out.append("the shard (\(other.shard.isEmpty ? "none" : other.shard) then, \(shard.isEmpty ? "none" : shard) now)") }
         return out
     }
 }
@@ -87,6 +94,8 @@ public struct JournalState: Equatable {
     /// For runs that did not stop cleanly: the highest reservation of each feed.
     public var uncleanMarks: [String: Int] = [:]
     public var runs = 0
+    /// Whether the last run recorded its clean stop (`S`): false after a crash or a signal.
+    public var lastRunClean = true
 
     /// Rows below this mark of `feed` may have gone out (if they have no results line).
     public func mayHaveGoneOut(row: Int, feed: String) -> Bool { row < uncleanMarks[feed, default: 0] }
@@ -103,6 +112,7 @@ public struct JournalState: Equatable {
         var current: [String: Int] = [:]
         var clean = true
         func endRun() {
+            state.lastRunClean = clean
             if !clean { for (feed, mark) in current { state.uncleanMarks[feed] = max(state.uncleanMarks[feed, default: 0], mark) } }
         }
         for (index, line) in lines.enumerated().dropFirst() {
@@ -127,9 +137,9 @@ public struct JournalState: Equatable {
         return state
     }
 
-    static func parseHeader(_ line: String) -> CampaignFingerprint? {
+    public static func parseHeader(_ line: String) -> CampaignFingerprint? {
         let fields = line.split(separator: " ")
-        guard fields.count == 7, fields[0] == "pushcast-journal", fields[1] == "1" else { return nil }
+        guard fields.count == 7 || fields.count == 8, fields[0] == "pushcast-journal", fields[1] == "1" else { return nil }
         var values: [String: String] = [:]
         for field in fields.dropFirst(2) {
             let pair = field.split(separator: "=", maxSplits: 1)
@@ -138,7 +148,8 @@ public struct JournalState: Equatable {
         }
         guard let campaign = values["campaign"], let input = values["input"], let templates = values["templates"],
               let providers = values["providers"], let results = values["results"] else { return nil }
-        return CampaignFingerprint(campaign: campaign, input: input, templates: templates, providers: providers, resultsFormat: results)
+        return CampaignFingerprint(campaign: campaign, input: input, templates: templates, providers: providers, resultsFormat: results,
+                                   shard: values["shard"] ?? "")
     }
 }
 

@@ -21,6 +21,8 @@ public struct CampaignOutput: Sendable {
     public var prunePath: String
     public var summaryPath: String?
     public var progress: Bool
+    /// The campaign, input and shard, written into the summary file.
+    public var identity: CampaignIdentity?
     public init(resultsPath: String, resultsFormat: ResultsFormat, prunePath: String, summaryPath: String?, progress: Bool) {
         self.resultsPath = resultsPath
         self.resultsFormat = resultsFormat
@@ -170,6 +172,7 @@ public final class CampaignRun {
         summary.wallSeconds = Double(crew.nowNanoseconds() - start) / 1e9
         summary.stoppedBecause = loop.interruptedBecause ?? outcomes.reasonForStop ?? failure?.description
         summary.interrupted = loop.interruptedBecause != nil || outcomes.stoppedResumably
+        summary.identity = output.identity
         loop.showProgress(summary: summary, last: true)
         writeSummary(summary)
         return summary

@@ -80,8 +80,19 @@ public struct CampaignSummary: Sendable {
     private var apns: ProviderFigures?
     private var fcm: ProviderFigures?
     public var retriesByProvider: [ProviderID: Int] = [:]
+    /// Which campaign, input and shard these figures are of (written into the summary file, so
+    /// that `pushcast merge` can check that shards belong together).
+    public var identity: CampaignIdentity?
 
     public init() {}
+
+    /// Replaces one provider's figures (a summary read back from its file).
+    mutating func setFigures(_ figures: ProviderFigures?, for provider: ProviderID) {
+        switch provider {
+        case .apns: apns = figures
+        case .fcm: fcm = figures
+        }
+    }
 
     public mutating func record(_ r: OutcomeRecord) {
         rows += 1
@@ -189,12 +200,16 @@ public struct CampaignSummary: Sendable {
             }
             out += "},\"retries\":".utf8
             ResultEncoding.appendInteger(retriesByProvider[provider] ?? 0, to: &out)
-            out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f}}",
+            out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f}",
                           wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
                           Double(p.latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
                           Double(p.latencyMicroseconds.value(atQuantile: 0.99)) / 1000).utf8
+            Self.appendMergeable(answered: p.answered, histogram: p.latencyMicroseconds, to: &out)
+            out += "}".utf8
         }
         out += "}".utf8
+        Self.appendMergeable(answered: answered, histogram: latencyMicroseconds, to: &out)
+        appendIdentity(to: &out)
         out += ",\"results\":".utf8
         ResultEncoding.appendJSONString(resultsPath, to: &out)
         out += ",\"prune\":".utf8

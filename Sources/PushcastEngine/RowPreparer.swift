@@ -154,6 +154,9 @@ public struct RowPreparer {
     private var payload: [UInt8] = []
     /// The duplicate key of the current row: a provider byte, then the token.
     private var key: [UInt8] = []
+    /// The rows this preparer takes (`--shard`): others are `.skipped` before any work is done
+    /// on them beyond finding their token.
+    public var shard = ShardSpec.whole
 
     /// An APNs-only preparer (the bench, tests).
     public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
@@ -215,7 +218,7 @@ public struct RowPreparer {
     public mutating func prepare(_ record: InputRecord) -> PreparedRow {
         switch record {
         case .malformed(let row, let problem):
-            guard recordsUnroutable else { return .skipped }
+            guard recordsUnroutable, shard.owns(row: row) else { return .skipped }
             return .finished(OutcomeRecord(row: row, id: nil, token: "", provider: nil, outcome: .invalid,
                                            reason: OutcomeReason.malformedRow, error: problem.description))
         case .row(let view):
@@ -236,12 +239,18 @@ public struct RowPreparer {
     }
 
     public mutating func prepare(_ view: RowView) -> PreparedRow {
-        switch check(view) {
+        switch check(view, wantID: !shard.isSplit) {
         case .skip:
             return .skipped
         case .done(let outcome):
-            return .finished(outcome)
-        case .valid(let id, let provider, let token):
+            return shard.owns(row: view.row) ? .finished(outcome) : .skipped
+        case .valid(var id, let provider, let token):
+            if shard.isSplit {
+                // Another shard's token: skipped before the duplicate check (its repeats are all
+                // in that shard) and before its id is read.
+                guard shard.owns(keyHash: Self.shardHash(provider, token)) else { return .skipped }
+                id = rowID(view)
+            }
             if let duplicates {
                 makeKey(provider, token)
                 if let firstRow = key.withUnsafeBytes({ duplicates.insert($0, row: view.row) }) {
@@ -267,11 +276,37 @@ public struct RowPreparer {
     /// The two hashes a `DuplicatePlan` keeps of a row's key (its provider and normalised token);
     /// nil for rows that are never sent. Decides validity exactly as `prepare` does.
     public mutating func duplicateHashes(_ view: RowView) -> (UInt64, UInt32)? {
-        guard case .valid(_, let provider, let token) = check(view, wantID: false) else { return nil }
-        makeKey(provider, token)
-        return key.withUnsafeBytes { bytes in
-            (DuplicateIndex.hash(bytes), UInt32(truncatingIfNeeded: DuplicateIndex.hash(bytes, seed: 0x2545_F491_4F6C_DD1D) >> 32))
+        planKey(view).hashes
+    }
+
+    /// What the duplicate plan's first read needs of a row: whether this preparer's shard owns
+    /// it, and the hashes of its key when it is owned and would be sent.
+    public mutating func planKey(_ view: RowView) -> (owned: Bool, hashes: (UInt64, UInt32)?) {
+        switch check(view, wantID: false) {
+        case .skip: return (false, nil)
+        case .done: return (shard.owns(row: view.row), nil)
+        case .valid(_, let provider, let token):
+            guard !shard.isSplit || shard.owns(keyHash: Self.shardHash(provider, token)) else { return (false, nil) }
+            makeKey(provider, token)
+            return (true, key.withUnsafeBytes { bytes in
+                (DuplicateIndex.hash(bytes), UInt32(truncatingIfNeeded: DuplicateIndex.hash(bytes, seed: 0x2545_F491_4F6C_DD1D) >> 32))
+            })
         }
+    }
+
+    /// The `--shard` hash of a row's key (`ShardSpec`: FNV-1a 64 of provider name, 0, token).
+    @inline(__always)
+    static func shardHash(_ provider: ProviderID, _ token: String) -> UInt64 {
+        let seed = shardSeeds[provider.position]
+        if let h = token.utf8.withContiguousStorageIfAvailable({ ShardSpec.fnv1a(UnsafeRawBufferPointer($0), state: seed) }) { return h }
+        var copy = token
+        return copy.withUTF8 { ShardSpec.fnv1a(UnsafeRawBufferPointer($0), state: seed) }
+    }
+
+    private static let shardSeeds: [UInt64] = ProviderID.allCases.map { ShardSpec.keySeed(provider: $0.rawValue) }
+
+    private func rowID(_ view: RowView) -> String? {
+        RowLayout.first(layout.idColumns, in: view).flatMap { view.string($0) }
     }
 
     private mutating func makeKey(_ provider: ProviderID, _ token: String) {
@@ -289,7 +324,7 @@ public struct RowPreparer {
 
     /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
     private func check(_ view: RowView, wantID: Bool = true) -> Checked {
-        func rowID() -> String? { RowLayout.first(layout.idColumns, in: view).flatMap { view.string($0) } }
+        func rowID() -> String? { self.rowID(view) }
         let tokenColumn = RowLayout.first(layout.tokenColumns, in: view) ?? -1
         var provider = layout.defaultProvider
         if let column = RowLayout.first(layout.providerColumns, in: view), let value = view.field(column),
@@ -324,7 +359,7 @@ public struct RowPreparer {
         }
         switch normalized {
         case .success(let token):
-            return .valid(id: rowID(), provider: provider, token: token)
+            return .valid(id: wantID ? rowID() : nil, provider: provider, token: token)
         case .failure(let error):
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .invalid, reason: OutcomeReason.invalidToken,

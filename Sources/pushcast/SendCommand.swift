@@ -60,6 +60,9 @@ enum SendCommand {
         .value("results-format", metavar: "ndjson|csv", help: "results file format", defaultDescription: "ndjson"),
         .value("prune", metavar: "FILE", help: "prune file of dead and invalid tokens", defaultDescription: "<input>.prune.csv"),
         .value("summary", metavar: "FILE", help: "also write the summary as JSON"),
+        .value("shard", metavar: "I/N|auto|auto/N",
+               help: "send only shard I of N (rows by a hash of provider and token; {shard} in --results, --prune, --summary is I; "
+                   + "--rate and --duration stay campaign-wide); auto reads JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID/_MIN/_COUNT"),
         .flag("resume", help: "go on with this campaign where its results and journal say it stopped (the same command line); starts it when it never ran"),
         .flag("force", help: "start the campaign over: truncate a results file that already holds lines"),
         .value("fsync", metavar: "batch|always|never", help: "how often results and the journal are made durable on disk", defaultDescription: "batch (every 100 ms)"),
@@ -104,6 +107,9 @@ enum SendCommand {
         /// and the templates and fixed headers.
         var inputFingerprint = "stdin"
         var templatesFingerprint = ""
+        /// `--shard`: the rows this process takes; `inputRows` counts every shard's.
+        var shard = ShardSpec.whole
+        var inputRows: Int?
 
         /// The providers that can get rows: every configured one when rows name their platform,
         /// else the default provider alone.
@@ -113,9 +119,11 @@ enum SendCommand {
         }
 
         func preparer(sends: Set<ProviderID>, recordsUnroutable: Bool) -> RowPreparer {
-            RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName, sends: sends,
-                        recordsUnroutable: recordsUnroutable,
-                        duplicates: duplicatePlan.map { .planned($0) } ?? .exact(expectedRows: 1 << 20))
+            var preparer = RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName, sends: sends,
+                                       recordsUnroutable: recordsUnroutable,
+                                       duplicates: duplicatePlan.map { .planned($0) } ?? .exact(expectedRows: 1 << 20))
+            preparer.shard = shard
+            return preparer
         }
     }
 
@@ -162,14 +170,14 @@ enum SendCommand {
     /// A regular file's first read: its repeated tokens, its fingerprint, every NDJSON key, and
     /// how to open it again. Stdin is read once: none of these.
     static func firstRead(_ parsed: ParsedArguments, input: InputFile, path: String, format: InputFormat, reader: TokenFileReader,
-                          configured: Set<ProviderID>, campaign: String, defaultProvider: ProviderID,
-                          templateTexts: [String]) throws -> (DuplicatePlan?, String, (() throws -> TokenFileReader)?) {
+                          configured: Set<ProviderID>, campaign: String, defaultProvider: ProviderID, shard: ShardSpec,
+                          templateTexts: [String]) throws -> (FirstRead, (() throws -> TokenFileReader)?) {
         let fileName = reader.fileName
         guard path != "-" && input.isRegularFile else {
             // NDJSON read once (stdin): a placeholder's key may first appear on any line; it is a
             // column from the start, and rows without it render it empty.
             reader.declareColumns(templateTexts.flatMap { PayloadTemplate.placeholderNames(in: $0) })
-            return (nil, "stdin", nil)
+            return (FirstRead(plan: nil, columns: [], inputHash: "stdin", shardRows: nil), nil)
         }
         // A first read finds the repeated tokens (and counts the rows for the progress line),
         // with memory that stays flat whatever the file's size. It also sees every NDJSON key:
@@ -180,15 +188,15 @@ enum SendCommand {
             let source = HashingByteSource(InputFileSource(try InputFile(path: path)))
             return (try TokenFileReader(source: source, format: format, fileName: fileName), source)
         }
-        let (planned, keys, inputHash) = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
-                                                            campaign: campaign, defaultProvider: defaultProvider)
-        reader.declareColumns(keys)
+        let first = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
+                                       campaign: campaign, defaultProvider: defaultProvider, shard: shard)
+        reader.declareColumns(first.columns)
         let reopen = {
             let again = try open()
-            again.declareColumns(keys)
+            again.declareColumns(first.columns)
             return again
         }
-        return (planned, inputHash, reopen)
+        return (first, reopen)
     }
 
     /// Each configured provider's template compiled against the input's columns, and APNs's
@@ -259,18 +267,21 @@ enum SendCommand {
         let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
         let configured = Set([apnsTemplate.map { _ in ProviderID.apns }, fcmTemplate.map { _ in ProviderID.fcm }].compactMap { $0 })
 
-        let (duplicatePlan, inputFingerprint, reopen) = try firstRead(parsed, input: input, path: path, format: format, reader: reader,
-                                                                      configured: configured, campaign: campaign,
-                                                                      defaultProvider: defaultProvider, templateTexts: templateTexts)
+        let shard = try shardSpec(parsed)
+        let (first, reopen) = try firstRead(parsed, input: input, path: path, format: format, reader: reader, configured: configured,
+                                            campaign: campaign, defaultProvider: defaultProvider, shard: shard, templateTexts: templateTexts)
+        let duplicatePlan = first.plan
         let layout = reopen != nil || format == .csv ? try strictLayout(reader, parsed, defaultProvider, fileName)
             : RowLayout(growing: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
 
         let (renderings, settings, apnsEndpoint) = try renderings(parsed, columns: reader.columns, apnsTemplate: apnsTemplate,
                                                                   fcmTemplate: fcmTemplate, tokenSource: tokenSource)
-        var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: duplicatePlan?.rows, layout: layout,
+        var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: first.shardRows, layout: layout,
                         renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
                         reopen: reopen, duplicatePlan: duplicatePlan)
-        plan.inputFingerprint = inputFingerprint
+        plan.inputFingerprint = first.inputHash
+        plan.shard = shard
+        plan.inputRows = duplicatePlan?.rows
         plan.apnsEndpoint = apnsEndpoint
         var templates = ContentHash()
         let fixed = templateTexts + ["apns-topic", "push-type", "priority", "expiration", "collapse-id"].map { "\($0)=\(parsed.value($0) ?? "")" }
@@ -300,31 +311,35 @@ enum SendCommand {
     /// The first read of a regular file: its duplicate plan, and every column (NDJSON key) it holds.
     static func planDuplicates(_ parsed: ParsedArguments, path: String, open: () throws -> (TokenFileReader, HashingByteSource),
                                configured: Set<ProviderID>, campaign: String,
-                               defaultProvider: ProviderID) throws -> (DuplicatePlan, [String], String) {
+                               defaultProvider: ProviderID, shard: ShardSpec) throws -> FirstRead {
         do {
             var (first, source) = try open()
             let reader = first
             var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
                                     renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured)
+            keyer.shard = shard
+            var owned = 0
             let size = FileSystem.size(path) ?? 0
             // A big file takes seconds: say what happens before the first send.
             let tell = size > 32 << 20 && !parsed.flag("quiet")
             let started = Reactor.nowNanoseconds()
             if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
             var rows = 0
-            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32),
-                                                        directory: NSTemporaryDirectory()) { view throws in
+            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), directory: NSTemporaryDirectory(),
+                                                        malformed: { row in if shard.owns(row: row) { owned += 1 } }) { view throws in
                 rows += 1
                 if rows & 0xFFFF == 0 && StopSignals.received > 0 { throw Interrupted() }
                 keyer.follow(reader)
-                return keyer.duplicateHashes(view)
+                let key = keyer.planKey(view)
+                if key.owned { owned += 1 }
+                return key.hashes
             }
             if tell {
                 Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
                                      duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
             }
-            return (duplicatePlan, reader.columns, source.hash.hex)
+            return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned)
         } catch is Interrupted {
             throw Interrupted()
         } catch {
@@ -553,7 +568,8 @@ enum SendCommand {
     // MARK: - send
 
     static func resultsPath(_ plan: Plan, _ parsed: ParsedArguments) -> String {
-        parsed.value("results") ?? (plan.inputPath == "-" ? "stdin" : plan.inputPath) + ".results.ndjson"
+        let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
+        return plan.shard.expand(parsed.value("results") ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".results.ndjson")
     }
 
     static func retryPolicy(_ parsed: ParsedArguments) throws -> RetryPolicy {
@@ -592,6 +608,9 @@ enum SendCommand {
                 throw parsed.error("--rate: \(error.description)")
             }
         }
+        // Rates describe the whole campaign: each of N shards takes its 1/N share (FCM's default
+        // project quota included). The pacer below spreads this shard's own rows over the window.
+        for (provider, rate) in rates { rates[provider] = rate / Double(plan.shard.count) }
         var pacer: ProviderRateLimiter? = nil
         if let window = try parsed.duration("duration", range: .milliseconds(1)...(.seconds(31 * 86_400))) {
             guard let rows = plan.totalRows else { throw parsed.error("--duration needs a file to count its rows (not stdin)") }
@@ -678,12 +697,16 @@ enum SendCommand {
 
     static func sendOutput(_ plan: Plan, _ parsed: ParsedArguments) throws -> CampaignOutput {
         let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
-        return CampaignOutput(
+        try requireShardPlaceholders(plan, parsed)
+        var output = CampaignOutput(
             resultsPath: resultsPath(plan, parsed),
             resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
-            prunePath: parsed.value("prune") ?? base + ".prune.csv",
-            summaryPath: parsed.value("summary"),
+            prunePath: plan.shard.expand(parsed.value("prune") ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".prune.csv"),
+            summaryPath: parsed.value("summary").map { plan.shard.expand($0) },
             progress: !parsed.flag("quiet") && (parsed.flag("progress") || StandardStream.error.isTerminal))
+        output.identity = CampaignIdentity(shard: plan.shard.isSplit ? plan.shard : nil, campaign: plan.campaign, input: plan.inputFingerprint,
+                                           inputRows: plan.inputRows)
+        return output
     }
 
     /// `--start-jitter`: a random 0…TIME pause after the lanes are set up, before any worker starts.

@@ -11,7 +11,8 @@ extension SendCommand {
     static func prepareDurability(_ plan: Plan, _ parsed: ParsedArgumentsView, output: CampaignOutput) throws -> CampaignDurability {
         let fingerprint = CampaignFingerprint(campaign: plan.campaign, input: plan.inputFingerprint, templates: plan.templatesFingerprint,
                                               providers: plan.renderings.keys.map(\.rawValue).sorted().joined(separator: ","),
-                                              resultsFormat: output.resultsFormat.rawValue)
+                                              resultsFormat: output.resultsFormat.rawValue,
+                                              shard: plan.shard.isSplit ? plan.shard.description : "")
         let request = ResumeRequest(resume: parsed.resume, force: parsed.force, retryUnknown: parsed.retryUnknown,
                                     policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch)
         do {

@@ -6,7 +6,7 @@ import PushcastCommandLine
 let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
-    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec])
+    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
     do {
@@ -27,6 +27,7 @@ func runMain(_ arguments: [String]) -> Int32 {
                 case BenchCommand.spec.name: return try BenchCommand.run(parsed).rawValue
                 case DemoCommand.spec.name: return try DemoCommand.run(parsed).rawValue
                 case SimulateCommand.spec.name: return try SimulateCommand.run(parsed).rawValue
+                case MergeCommand.spec.name: return try MergeCommand.run(parsed).rawValue
                 default: preconditionFailure("unhandled command \(spec.name)")
                 }
             }
