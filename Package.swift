@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "PushcastSimulationTests", dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]
 )

@@ -130,8 +130,16 @@ EOF
 start_daemon() {
     local name=$1
     shift
-    # The daemon runs in the foreground as this background job's process: its pid is $!.
-    "$@" >>"$state/log/$name.out" 2>&1 </dev/null &
+    # The daemon runs in the foreground as this background job's process: its pid is $!. It keeps
+    # none of this script's descriptors but 0-2: a caller that waits for the last holder of a pipe
+    # or socket it gave us (Foundation's Process does) would otherwise wait as long as the daemon runs.
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec "$@"
+    ) >>"$state/log/$name.out" 2>&1 </dev/null &
     echo $! >"$state/pids/$name"
 }
 
