@@ -36,7 +36,7 @@ public final class DuplicatePlan: @unchecked Sendable {
     /// sent (invalid, unroutable); it must decide exactly as the send will. `malformed` hears the
     /// row number of each malformed record (a shard counts the ones it owns).
     public static func build(reader: inout some RowSource, expectedRows: Int, directory: String,
-                             malformed: (Int) -> Void = { _ in },
+                             malformed: (Int) throws -> Void = { _ in },
                              hashes: (RowView) throws -> (UInt64, UInt32)?) throws -> DuplicatePlan {
         let partitionCount = max(1, min(1024, expectedRows / recordsPerPartition + 1))
         let spill = try ScratchFile(directory: directory)
@@ -49,7 +49,7 @@ public final class DuplicatePlan: @unchecked Sendable {
         var rows = 0
         while let record = try reader.next() {
             rows += 1
-            if case .malformed(let row, _) = record { malformed(row) }
+            if case .malformed(let row, _) = record { try malformed(row) }
             guard case .row(let view) = record, let (h1, h2) = try hashes(view) else { continue }
             let partition = Int(h1.multipliedFullWidth(by: UInt64(partitionCount)).high)
             buffers[partition].append(h1)

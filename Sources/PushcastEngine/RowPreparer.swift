@@ -157,6 +157,9 @@ public struct RowPreparer {
     /// The rows this preparer takes (`--shard`): others are `.skipped` before any work is done
     /// on them beyond finding their token.
     public var shard = ShardSpec.whole
+    /// The shard's rows as the first read of a file decided them (`ShardRowMap`): another
+    /// shard's row is skipped before its token is read again. Nil for stdin (read once).
+    public var shardRows: ShardRowCursor?
 
     /// An APNs-only preparer (the bench, tests).
     public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
@@ -216,6 +219,7 @@ public struct RowPreparer {
     }
 
     public mutating func prepare(_ record: InputRecord) -> PreparedRow {
+        if let shardRows, shardRows.owns(row: record.row) == false { return .skipped }
         switch record {
         case .malformed(let row, let problem):
             guard recordsUnroutable, shard.owns(row: row) else { return .skipped }

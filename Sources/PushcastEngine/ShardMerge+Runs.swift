@@ -17,7 +17,7 @@ extension ShardMerge {
                              note: (String) -> Void) throws {
         let file = try InputFile(path: path)
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkBytes, alignment: 8)
-        let sorted = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkBytes, alignment: 8)
+        let sorted = UnsafeMutableRawBufferPointer.allocate(byteCount: runWriteBytes, alignment: 8)
         defer { chunk.deallocate(); sorted.deallocate() }
         var keys: [UInt64] = []
         var spans: [(start: Int, length: Int)] = []
@@ -33,21 +33,36 @@ extension ShardMerge {
             let used = try splitLines(chunk, filled: filled, path: path, format: format, line: &line, keys: &keys, spans: &spans)
             guard used > 0 || eof else { throw CampaignError.input("\(path):\(line + 1): a line longer than \(chunkBytes >> 20) MiB") }
             keys.sort()
-            var out = 0
-            for key in keys {
-                let span = spans[Int(key & 0xFF_FFFF)]
-                (sorted.baseAddress! + out).copyMemory(from: chunk.baseAddress! + span.start, byteCount: span.length)
-                out += span.length
-            }
-            if out > 0 {
-                runs.append(SortedRun(offset: scratch.size, bytes: out, shard: shard))
-                try scratch.append(UnsafeRawBufferPointer(rebasing: sorted[0..<out]))
+            if !keys.isEmpty {
+                let offset = scratch.size
+                try writeRun(keys: keys, spans: spans, chunk: chunk, through: sorted, to: scratch)
+                runs.append(SortedRun(offset: offset, bytes: scratch.size - offset, shard: shard))
             }
             let rest = filled - used
             if eof && rest > 0 { note("shard \(shard): \(path): a torn last line of \(rest) bytes dropped (the run was killed mid-write)") }
             if rest > 0 && used > 0 { memmove(chunk.baseAddress!, chunk.baseAddress! + used, rest) }
             filled = rest
         }
+    }
+
+    /// Appends a chunk's lines to `scratch` in key order, through a small buffer.
+    private static func writeRun(keys: [UInt64], spans: [(start: Int, length: Int)], chunk: UnsafeMutableRawBufferPointer,
+                                 through buffer: UnsafeMutableRawBufferPointer, to scratch: ScratchFile) throws {
+        var used = 0
+        for key in keys {
+            let span = spans[Int(key & 0xFF_FFFF)]
+            if used + span.length > buffer.count {
+                try scratch.append(UnsafeRawBufferPointer(rebasing: buffer[0..<used]))
+                used = 0
+            }
+            if span.length > buffer.count {
+                try scratch.append(UnsafeRawBufferPointer(start: chunk.baseAddress! + span.start, count: span.length))
+                continue
+            }
+            (buffer.baseAddress! + used).copyMemory(from: chunk.baseAddress! + span.start, byteCount: span.length)
+            used += span.length
+        }
+        if used > 0 { try scratch.append(UnsafeRawBufferPointer(rebasing: buffer[0..<used])) }
     }
 
     /// Finds the whole lines in `chunk[0..<filled]`: each one's sort key (row << 24 | index) and

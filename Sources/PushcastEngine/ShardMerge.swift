@@ -59,8 +59,10 @@ public struct MergeReport: Sendable {
 ///    buffer), and `MergeLedger` sees every row in order: missing, doubled, beyond the input.
 public enum ShardMerge {
     static let chunkBytes = 16 << 20
+    /// The buffer a sorted chunk goes to the scratch file through.
+    static let runWriteBytes = 1 << 20
     /// Read buffers of all runs together, in the merge.
-    static let mergeBufferBudget = 32 << 20
+    static let mergeBufferBudget = 24 << 20
 
     public static func run(_ request: MergeRequest, note: (String) -> Void) throws(CampaignError) -> MergeReport {
         var report = MergeReport()

@@ -110,6 +110,8 @@ enum SendCommand {
         /// `--shard`: the rows this process takes; `inputRows` counts every shard's.
         var shard = ShardSpec.whole
         var inputRows: Int?
+        /// The shard's rows, as the first read of a file found them (nil: unsharded, or stdin).
+        var shardMap: ShardRowMap?
 
         /// The providers that can get rows: every configured one when rows name their platform,
         /// else the default provider alone.
@@ -123,6 +125,7 @@ enum SendCommand {
                                        recordsUnroutable: recordsUnroutable,
                                        duplicates: duplicatePlan.map { .planned($0) } ?? .exact(expectedRows: 1 << 20))
             preparer.shard = shard
+            preparer.shardRows = shardMap?.cursor()
             return preparer
         }
     }
@@ -282,6 +285,7 @@ enum SendCommand {
         plan.inputFingerprint = first.inputHash
         plan.shard = shard
         plan.inputRows = duplicatePlan?.rows
+        plan.shardMap = first.map
         plan.apnsEndpoint = apnsEndpoint
         var templates = ContentHash()
         let fixed = templateTexts + ["apns-topic", "push-type", "priority", "expiration", "collapse-id"].map { "\($0)=\(parsed.value($0) ?? "")" }
@@ -320,6 +324,7 @@ enum SendCommand {
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured)
             keyer.shard = shard
             var owned = 0
+            let map = shard.isSplit ? try ShardRowMap(directory: NSTemporaryDirectory()) : nil
             let size = FileSystem.size(path) ?? 0
             // A big file takes seconds: say what happens before the first send.
             let tell = size > 32 << 20 && !parsed.flag("quiet")
@@ -327,19 +332,24 @@ enum SendCommand {
             if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
             var rows = 0
             let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), directory: NSTemporaryDirectory(),
-                                                        malformed: { row in if shard.owns(row: row) { owned += 1 } }) { view throws in
+                                                        malformed: { row in
+                                                            if shard.owns(row: row) { owned += 1 }
+                                                            try map?.mark(row: row, owned: shard.owns(row: row))
+                                                        }) { view throws in
                 rows += 1
                 if rows & 0xFFFF == 0 && StopSignals.received > 0 { throw Interrupted() }
                 keyer.follow(reader)
                 let key = keyer.planKey(view)
                 if key.owned { owned += 1 }
+                try map?.mark(row: view.row, owned: key.owned)
                 return key.hashes
             }
             if tell {
                 Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
                                      duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
             }
-            return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned)
+            try map?.finish()
+            return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned, map: map)
         } catch is Interrupted {
             throw Interrupted()
         } catch {
@@ -498,7 +508,8 @@ enum SendCommand {
             preparer.follow(reader)
             tally.add(preparer.prepare(record), preview: preview)
         }
-        Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))")
+        Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))"
+            + ", fingerprint \(plan.inputFingerprint)" + (plan.shard.isSplit ? ", shard \(plan.shard): \(plan.totalRows ?? 0) of \(plan.inputRows ?? 0) rows" : ""))
         printProviders(plan, tally)
         if preview != nil || parsed.flag("resume") {
             Console.out("resume: \(tally.resumeCounts.finished) rows finished, \(tally.resumeCounts.unknown) would be recorded unknown "

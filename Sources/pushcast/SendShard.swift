@@ -12,6 +12,7 @@ extension SendCommand {
         var columns: [String]
         var inputHash: String
         var shardRows: Int?
+        var map: ShardRowMap? = nil
     }
 
     /// `--shard I/N`, `auto` or `auto/N` (the environment read here, parsed by `ShardSpec`);

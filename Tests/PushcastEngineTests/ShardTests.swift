@@ -83,10 +83,19 @@ final class ShardTests: XCTestCase {
                                 recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: [.apns, .fcm])
         keyer.shard = shard
         var first = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "m.csv")
-        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 100_000, directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
+        // As `send` reads a file: the first read marks the shard's rows, the second skips the others by the map.
+        let map = try ShardRowMap(directory: NSTemporaryDirectory())
+        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 100_000, directory: NSTemporaryDirectory(),
+                                           malformed: { try map.mark(row: $0, owned: shard.owns(row: $0)) }) { view in
+            let key = keyer.planKey(view)
+            try map.mark(row: view.row, owned: key.owned)
+            return key.hashes
+        }
+        try map.finish()
         var preparer = RowPreparer(layout: layout, renderings: renderings, campaign: "c", fileName: "m.csv", sends: [.apns, .fcm],
                                    recordsUnroutable: true, duplicates: .planned(plan))
         preparer.shard = shard
+        preparer.shardRows = map.cursor()
         var out: [Int: Fate] = [:]
         while let record = try reader.next() {
             switch preparer.prepare(record) {
@@ -120,6 +129,29 @@ final class ShardTests: XCTestCase {
             // Exactly once, with the same fate: duplicates name the campaign-wide first row.
             XCTAssertEqual(union, whole, "N=\(count)")
             if count > 1 { XCTAssertGreaterThan(sizes.min()!, rows / count / 2, "N=\(count): \(sizes)") }
+        }
+    }
+
+    /// The input fingerprint, 8 bytes at a time, must equal the byte-at-a-time definition (journals
+    /// of earlier versions hold it), however the stream is cut.
+    func testContentHashWordsEqualBytes() {
+        let random = SplitMix64(seed: 3)
+        let bytes = (0..<10_000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15, tail: UInt64 = 0, tailCount = 0
+        func mix(_ w: UInt64) { state = (state ^ w) &* 0xBF58_476D_1CE4_E5B9; state ^= state >> 31 }
+        for byte in bytes { tail = tail << 8 | UInt64(byte); tailCount += 1; if tailCount == 8 { mix(tail); tail = 0; tailCount = 0 } }
+        mix(tail ^ UInt64(tailCount) << 56)
+        mix(UInt64(bytes.count))
+        let expected = String(repeating: "0", count: 16 - String(state, radix: 16).count) + String(state, radix: 16)
+        for cut in [1, 3, 7, 8, 13, 4096] {
+            var hash = ContentHash()
+            var start = 0
+            while start < bytes.count {
+                let end = min(bytes.count, start + cut + Int(random.next(below: 5)))
+                bytes[start..<end].withUnsafeBytes { hash.add($0) }
+                start = end
+            }
+            XCTAssertEqual(hash.hex, expected, "chunks of ~\(cut)")
         }
     }
 
