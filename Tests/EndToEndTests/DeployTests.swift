@@ -63,8 +63,10 @@ final class DeployTests: XCTestCase {
         XCTAssertEqual(ldd.status, 0, ldd.output)
         var needed: [String: String] = [:]   // package -> a library that needs it
         var swiftRuntime: [String] = []
-        for library in Self.libraries(fromLDD: ldd.output) {
-            if let package = try Self.debianPackage(owning: library) {
+        let libraries = Self.libraries(fromLDD: ldd.output)
+        let owners = try Self.debianPackages(owning: libraries)
+        for library in libraries {
+            if let package = owners[library] {
                 needed[package] = library
             } else if library.contains("/swift/linux/") {
                 swiftRuntime.append(library)
@@ -126,18 +128,25 @@ final class DeployTests: XCTestCase {
         }
     }
 
-    /// `dpkg -S` for the path, its /usr twin (merged-/usr systems register one of the two) and its
-    /// resolved target; the package name without the architecture.
-    static func debianPackage(owning library: String) throws -> String? {
-        var candidates = [library]
-        candidates.append(library.hasPrefix("/usr/") ? String(library.dropFirst(4)) : "/usr" + library)
-        candidates.append(URL(fileURLWithPath: library).resolvingSymlinksInPath().path)
-        for path in candidates {
-            let query = try execute("/usr/bin/dpkg", ["-S", path], seconds: 30)
-            guard query.status == 0, let first = query.output.split(separator: "\n").first,
-                  let owner = first.split(separator: ":").first else { continue }
-            return String(owner)
+    /// The Debian package owning each library, by one `dpkg -S` over every path, its /usr twin
+    /// (merged-/usr systems register one of the two) and its resolved target; names without the
+    /// architecture. A library no package owns is absent.
+    static func debianPackages(owning libraries: [String]) throws -> [String: String] {
+        var candidates: [String: String] = [:]   // path asked -> library
+        for library in libraries {
+            candidates[library] = library
+            candidates[library.hasPrefix("/usr/") ? String(library.dropFirst(4)) : "/usr" + library] = library
+            candidates[URL(fileURLWithPath: library).resolvingSymlinksInPath().path] = library
         }
-        return nil
+        // Exit 1 when some path has no owner; the lines of those that do are still printed.
+        let query = try execute("/usr/bin/dpkg", ["-S"] + candidates.keys.sorted(), seconds: 60)
+        var owners: [String: String] = [:]
+        for line in query.output.split(separator: "\n") {
+            guard let separator = line.range(of: ": /") else { continue }
+            let path = String(line[line.index(before: separator.upperBound)...])
+            guard let library = candidates[path], let package = line[..<separator.lowerBound].split(separator: ":").first else { continue }
+            owners[library] = String(package)
+        }
+        return owners
     }
 }
