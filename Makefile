@@ -3,7 +3,9 @@
 #   make deps    check for (and, as root, install) the Debian packages; see scripts/deps.sh
 #   make build   release build
 #   make demo    release build, then run the embedded mock server and send traffic to it
-#   make test    debug build, then the whole test suite (serially: several tests start servers)
+#   make test    debug build, then the whole test suite (serially: several tests start servers); .venv
+#                (scripts/venv.sh) holds the Python packages the deployment tests use
+#   make venv    create .venv and install scripts/requirements-test.txt (idempotent)
 #   make simulate  release build, then SEEDS simulated campaigns (default 10000) checked against every invariant
 #   make bench   release build, then compare pushcast with h2load and nghttpd (Benchmarks/)
 #   make fuzz    build the libFuzzer binaries (Tests/Fuzz) and run each target FUZZ_SECONDS seconds,
@@ -18,7 +20,7 @@ BENCH_FLAGS ?=
 SEEDS ?= 10000
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test bench simulate fuzz fuzz-build fuzz-merge fuzz-seed clean
+.PHONY: all deps venv build demo test bench simulate fuzz fuzz-build fuzz-merge fuzz-seed clean
 
 all: build
 
@@ -32,7 +34,10 @@ demo: deps
 	$(SWIFT) build -c release
 	.build/release/pushcast demo
 
-test: deps
+venv: deps
+	PYTHON=$(PYTHON) scripts/venv.sh
+
+test: deps venv
 	$(PYTHON) scripts/long-functions.py
 	$(SWIFT) build
 	$(SWIFT) test
@@ -60,4 +65,4 @@ fuzz-seed:
 	$(PYTHON) scripts/fuzz-seeds.py
 
 clean:
-	rm -rf .build .build-fuzz Benchmarks/results/tmp
+	rm -rf .build .build-fuzz .venv Benchmarks/results/tmp

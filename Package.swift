@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
                                    "PushcastReactor", "PushcastTransport", "PushcastAPNs"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]
 )

@@ -6,9 +6,12 @@
 #   nghttp2-server nghttp2-client            nghttpd and h2load, for end-to-end tests and benchmarks
 #   python3                                  Benchmarks/compare.py
 #   openssl                                  the openssl CLI: certificate-auth tests make .p12 and PEM files with it
+#   munge slurmctld slurmd slurm-client      a one-node Slurm (scripts/slurm-local.sh) for the Slurm end-to-end test
+#   python3-venv                             scripts/venv.sh makes .venv (kubernetes-validate, PyYAML) with Debian's python3
 set -euo pipefail
 
-packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl)
+packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl
+          munge slurmctld slurmd slurm-client python3-venv)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

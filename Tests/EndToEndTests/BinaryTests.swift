@@ -128,9 +128,16 @@ final class DataBox: @unchecked Sendable { var data = Data() }
 /// Runs the pushcast binary to completion (killed after `seconds`), reading both pipes while it
 /// runs so a full pipe never blocks it.
 func runPushcast(_ arguments: [String], seconds: Double = 120) throws -> PushcastRun {
+    try runProgram(BinaryTests.binary, arguments, seconds: seconds)
+}
+
+/// Runs any program the same way; `environment` replaces the inherited one when given.
+func runProgram(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                seconds: Double = 120) throws -> PushcastRun {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+    process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    if let environment { process.environment = environment }
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
@@ -149,7 +156,7 @@ func runPushcast(_ arguments: [String], seconds: Double = 120) throws -> Pushcas
     while process.isRunning && Date() < deadline { usleep(20_000) }
     if process.isRunning {
         process.terminate()
-        XCTFail("pushcast \(arguments) ran past \(seconds)s")
+        XCTFail("\(URL(fileURLWithPath: executable).lastPathComponent) \(arguments) ran past \(seconds)s")
     }
     process.waitUntilExit()
     group.wait()

@@ -1,4 +1,5 @@
 import Foundation
+import PushcastCore
 import XCTest
 
 /// Crash safety end to end: `pushcast send` killed (SIGKILL) or stopped (SIGTERM) at seeded
@@ -22,14 +23,8 @@ final class CrashSafetyTests: XCTestCase {
 
     /// 200,000 rows with dead, 503-once, 429-once, invalid and duplicate tokens, from a seed.
     private func writeInput(rows: Int, seed: UInt64) throws -> String {
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        let random = SplitMix64(seed: seed)
+        func next() -> UInt64 { random.next() }
         var lines = ["device_id,token"]
         lines.reserveCapacity(rows + 1)
         kinds = []
