@@ -25,6 +25,13 @@ public protocol PushProvider: Sendable {
     var messageIDField: String { get }
     /// The token as it is sent (APNs: lower-case hex), or why it is not a token of this provider.
     func normalize(token raw: UnsafeRawBufferPointer) -> Result<String, TokenProblem>
+    /// The campaign-wide rate its lane keeps to without `--rate` (a provider-wide quota), or
+    /// nil for none.
+    var defaultRatePerSecond: Double? { get }
+}
+
+extension PushProvider {
+    public var defaultRatePerSecond: Double? { nil }
 }
 
 /// Why a token is not a token, in words.
@@ -125,6 +132,8 @@ public struct FCMPushProvider: PushProvider {
     public var displayName: String { "FCM" }
     public var platformAliases: [String] { ["android", "firebase"] }
     public var messageIDField: String { "fcm_name" }
+    /// FCM's default quota is per project: 600,000 messages a minute.
+    public var defaultRatePerSecond: Double? { 10_000 }
     public func normalize(token raw: UnsafeRawBufferPointer) -> Result<String, TokenProblem> {
         do { return .success(try FCMToken.normalize(raw)) } catch { return .failure(TokenProblem(error.description)) }
     }

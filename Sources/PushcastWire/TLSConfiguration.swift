@@ -45,4 +45,12 @@ public enum ClientCertificate: Sendable {
     case pem(certificateFile: String, privateKeyFile: String, passphrase: String?)
     /// A PKCS#12 (.p12 / .pfx) bundle holding the key, the certificate and optionally its chain.
     case pkcs12(file: String, passphrase: String)
+
+    /// One file holding both: a PKCS#12 bundle when it is named .p12 or .pfx (as Apple's Keychain
+    /// exports it), otherwise PEM with the certificate and the key together.
+    public static func file(_ path: String, passphrase: String?) -> ClientCertificate {
+        let lowered = path.lowercased()
+        if lowered.hasSuffix(".p12") || lowered.hasSuffix(".pfx") { return .pkcs12(file: path, passphrase: passphrase ?? "") }
+        return .pem(certificateFile: path, privateKeyFile: path, passphrase: passphrase)
+    }
 }

@@ -84,50 +84,24 @@ enum SendCommand {
         options: options.filter { $0.name != "dry-run" },
         positionals: [PositionalSpec("file", help: "token file (CSV with a header row, or NDJSON); - reads stdin")])
 
-    /// Everything decided before the first row is read for sending.
+    /// Everything decided before the first row is read for sending: the engine's
+    /// `CampaignPlan` (its fields read through this one), and the providers' credentials and
+    /// endpoints, which only this command knows how to get from options.
+    @dynamicMemberLookup
     struct Plan {
-        var inputPath: String
-        var fileName: String
-        var format: InputFormat
-        var reader: TokenFileReader
-        var totalRows: Int?
-        var layout: RowLayout
-        var renderings: [ProviderID: any ProviderRendering]
+        var core: CampaignPlan
         var settings: APNsSendSettings?
         /// The APNs endpoint (--endpoint or the environment's), parsed once.
         var apnsEndpoint: Endpoint?
         var fcm: FCMPlan?
-        var campaign: String
         var hasCertificate: Bool
-        /// Opens the input again from its first row (nil for stdin, which is read once).
-        var reopen: (() throws -> TokenFileReader)?
-        /// A file's repeated tokens, found by a first read (stdin keeps an exact table instead).
-        var duplicatePlan: DuplicatePlan?
-        /// What a resume checks: the input's bytes (hashed in the first read; "stdin" for stdin)
-        /// and the templates and fixed headers.
-        var inputFingerprint = "stdin"
-        var templatesFingerprint = ""
-        /// `--shard`: the rows this process takes; `inputRows` counts every shard's.
-        var shard = ShardSpec.whole
-        var inputRows: Int?
-        /// The shard's rows, as the first read of a file found them (nil: unsharded, or stdin).
-        var shardMap: ShardRowMap?
 
-        /// The providers that can get rows: every configured one when rows name their platform,
-        /// else the default provider alone.
-        var activeProviders: [ProviderID] {
-            let configured = ProviderCatalog.standard.ids.filter { renderings[$0] != nil }
-            return layout.providerColumn == nil ? configured.filter { $0 == layout.defaultProvider } : configured
+        subscript<T>(dynamicMember path: WritableKeyPath<CampaignPlan, T>) -> T {
+            get { core[keyPath: path] }
+            set { core[keyPath: path] = newValue }
         }
 
-        func preparer(sends: Set<ProviderID>, recordsUnroutable: Bool) -> RowPreparer {
-            var preparer = RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName, sends: sends,
-                                       recordsUnroutable: recordsUnroutable,
-                                       duplicates: duplicatePlan.map { .planned($0) } ?? .exact(expectedRows: 1 << 20))
-            preparer.shard = shard
-            preparer.shardRows = shardMap?.cursor()
-            return preparer
-        }
+        subscript<T>(dynamicMember path: KeyPath<CampaignPlan, T>) -> T { core[keyPath: path] }
     }
 
     /// FCM's share of the plan: the service account (read and its key loaded) and the endpoints.
@@ -280,14 +254,16 @@ enum SendCommand {
 
         let (renderings, settings, apnsEndpoint) = try renderings(parsed, columns: reader.columns, apnsTemplate: apnsTemplate,
                                                                   fcmTemplate: fcmTemplate, tokenSource: tokenSource)
-        var plan = Plan(inputPath: path, fileName: fileName, format: format, reader: reader, totalRows: first.shardRows, layout: layout,
-                        renderings: renderings, settings: settings, fcm: fcm, campaign: campaign, hasCertificate: hasCertificate,
-                        reopen: reopen, duplicatePlan: duplicatePlan)
+        var core = CampaignPlan(inputPath: path, fileName: fileName, format: format, reader: reader, layout: layout, renderings: renderings,
+                                catalog: catalog, campaign: campaign)
+        core.totalRows = first.shardRows
+        core.reopen = reopen
+        core.duplicatePlan = duplicatePlan
+        var plan = Plan(core: core, settings: settings, apnsEndpoint: apnsEndpoint, fcm: fcm, hasCertificate: hasCertificate)
         plan.inputFingerprint = first.inputHash
         plan.shard = shard
         plan.inputRows = duplicatePlan?.rows
         plan.shardMap = first.map
-        plan.apnsEndpoint = apnsEndpoint
         var templates = ContentHash()
         let fixed = templateTexts + ["apns-topic", "push-type", "priority", "expiration", "collapse-id"].map { "\($0)=\(parsed.value($0) ?? "")" }
             + ["fcm-validate-only=\(parsed.flag("fcm-validate-only"))"]
@@ -497,7 +473,7 @@ enum SendCommand {
     }
 
     static func check(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
-        var preparer = plan.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
+        var preparer = plan.core.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
         let preview = parsed.flag("resume") && plan.inputPath != "-" ? try resumePreview(plan, resultsPath: resultsPath(plan, parsed),
             format: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!) : nil
         var tally = CheckTally()
@@ -541,9 +517,9 @@ enum SendCommand {
 
     /// Per provider: what would be sent, and the first request and body (tokens redacted).
     static func printProviders(_ plan: Plan, _ tally: CheckTally) {
-        for provider in ProviderCatalog.standard.providers.map(\.id) where plan.renderings[provider] != nil {
+        for provider in plan.catalog.ids where plan.renderings[provider] != nil {
             let what = provider == .apns ? "payload" : "message"
-            Console.out("would send: \(tally.toSend[provider] ?? 0) notifications to \(ProviderCatalog.standard[provider].displayName) "
+            Console.out("would send: \(tally.toSend[provider] ?? 0) notifications to \(plan.catalog[provider].displayName) "
                 + "(largest body \(tally.largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
             if provider == .apns, let sample = tally.samples[.apns], let settings = plan.settings {
                 Console.out("first APNs request: POST /3/device/\(redacted(sample.token)) apns-id \(sample.messageID ?? ""), headers: "
@@ -612,17 +588,13 @@ enum SendCommand {
     }
 
     static func tuning(_ plan: Plan, _ parsed: ParsedArguments, now: UInt64) throws -> SendTuning {
-        var rates: [ProviderID: Double] = [.fcm: 10_000]
+        var given: [ProviderID: Double] = [:]
         if let text = parsed.value("rate") {
-            do {
-                for (provider, rate) in try RateSpec.parse(text, providers: ProviderCatalog.standard.ids) { rates[provider] = rate }
-            } catch {
-                throw parsed.error("--rate: \(error.description)")
-            }
+            do { given = try RateSpec.parse(text, providers: plan.catalog.ids) } catch { throw parsed.error("--rate: \(error.description)") }
         }
         // Rates describe the whole campaign: each of N shards takes its 1/N share (FCM's default
         // project quota included). The pacer below spreads this shard's own rows over the window.
-        for (provider, rate) in rates { rates[provider] = rate / Double(plan.shard.count) }
+        let rates = plan.core.shardRates(given)
         var pacer: ProviderRateLimiter? = nil
         if let window = try parsed.duration("duration", range: .milliseconds(1)...(.seconds(31 * 86_400))) {
             guard let rows = plan.totalRows else { throw parsed.error("--duration needs a file to count its rows (not stdin)") }
@@ -690,23 +662,6 @@ enum SendCommand {
         return (lane, tokens)
     }
 
-    /// A file feeds each provider through a reader of its own, so a paused provider never holds
-    /// up the other; stdin is read once, for all.
-    static func feeds(_ plan: Plan, providers: [ProviderID]) throws -> [CampaignFeed] {
-        guard providers.count > 1, let reopen = plan.reopen else {
-            return [CampaignFeed(reader: plan.reader, preparer: plan.preparer(sends: Set(providers), recordsUnroutable: true))]
-        }
-        var feeds: [CampaignFeed] = []
-        for (index, provider) in providers.enumerated() {
-            let reader: TokenFileReader
-            if index == 0 { reader = plan.reader } else {
-                do { reader = try reopen() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
-            }
-            feeds.append(CampaignFeed(reader: reader, preparer: plan.preparer(sends: [provider], recordsUnroutable: index == 0)))
-        }
-        return feeds
-    }
-
     static func sendOutput(_ plan: Plan, _ parsed: ParsedArguments) throws -> CampaignOutput {
         let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
         try requireShardPlaceholders(plan, parsed)
@@ -745,11 +700,13 @@ enum SendCommand {
         let fcm = try fcmLane(plan, parsed, tuning, now: now, stopBox: stopBox)
         defer { fcm?.tokens.close() }
         if let fcm { lanes.append(fcm.lane) }
-        guard !lanes.isEmpty else {
-            throw CommandFailure("no configured provider can get rows from \(plan.fileName) (rows without a platform column go to "
-                + "--provider \(plan.layout.defaultProvider.rawValue))")
+        let feeds: [CampaignFeed]
+        do {
+            try plan.core.validate(lanes: lanes)
+            feeds = try plan.core.feeds(providers: lanes.map(\.provider))
+        } catch {
+            throw CommandFailure(error.description)
         }
-        let feeds = try feeds(plan, providers: lanes.map(\.provider))
         startJitter(tuning.startJitter, quiet: parsed.flag("quiet"))
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: { StandardStream.error.write($0) })
@@ -784,11 +741,7 @@ extension SendCommand {
                 }
                 passphrase = value
             }
-            if certificate.lowercased().hasSuffix(".p12") || certificate.lowercased().hasSuffix(".pfx") {
-                tlsConfiguration.clientCertificate = .pkcs12(file: certificate, passphrase: passphrase ?? "")
-            } else {
-                tlsConfiguration.clientCertificate = .pem(certificateFile: certificate, privateKeyFile: certificate, passphrase: passphrase)
-            }
+            tlsConfiguration.clientCertificate = .file(certificate, passphrase: passphrase)
         }
         let tls: TLSContext
         do { tls = try TLSContext(role: .client, configuration: tlsConfiguration, files: SecretFile.read) } catch {

@@ -1,0 +1,105 @@
+import PushcastCore
+import PushcastInput
+
+/// Everything a campaign decides before its first send that is not about one provider's
+/// credentials: the input and its first read, the columns, each configured provider's
+/// rendering, the campaign id, the shard, and the fingerprints a resume checks. A command builds
+/// it from its options, the engine checks it (`validate`) before anything connects, and then
+/// turns it into the run's feeds and budgets. Pure: no I/O of its own (reopening the input is a
+/// closure the command hands in).
+public struct CampaignPlan {
+    public var inputPath: String
+    public var fileName: String
+    public var format: InputFormat
+    public var reader: TokenFileReader
+    /// This shard's rows (all rows when unsharded), when a first read counted them.
+    public var totalRows: Int?
+    /// Every shard's rows: the input's row count.
+    public var inputRows: Int?
+    public var layout: RowLayout
+    public var renderings: [ProviderID: any ProviderRendering]
+    public var catalog: ProviderCatalog
+    public var campaign: String
+    /// Opens the input again from its first row (nil for stdin, which is read once).
+    public var reopen: (() throws -> TokenFileReader)?
+    /// A file's repeated tokens, found by a first read (stdin keeps an exact table instead).
+    public var duplicatePlan: DuplicatePlan?
+    /// What a resume checks: the input's bytes (hashed in the first read; "stdin" for stdin)
+    /// and the templates and fixed headers.
+    public var inputFingerprint = "stdin"
+    public var templatesFingerprint = ""
+    /// `--shard`: the rows this process takes.
+    public var shard = ShardSpec.whole
+    /// The shard's rows, as the first read of a file found them (nil: unsharded, or stdin).
+    public var shardMap: ShardRowMap?
+
+    public init(inputPath: String, fileName: String, format: InputFormat, reader: TokenFileReader, layout: RowLayout,
+                renderings: [ProviderID: any ProviderRendering], catalog: ProviderCatalog, campaign: String) {
+        self.inputPath = inputPath
+        self.fileName = fileName
+        self.format = format
+        self.reader = reader
+        self.layout = layout
+        self.renderings = renderings
+        self.catalog = catalog
+        self.campaign = campaign
+    }
+
+    /// The providers that can get rows: every configured one when rows name their platform,
+    /// else the default provider alone.
+    public var activeProviders: [ProviderID] {
+        let configured = catalog.ids.filter { renderings[$0] != nil }
+        return layout.providerColumn == nil ? configured.filter { $0 == layout.defaultProvider } : configured
+    }
+
+    public func preparer(sends: Set<ProviderID>, recordsUnroutable: Bool) -> RowPreparer {
+        var preparer = RowPreparer(layout: layout, renderings: renderings, campaign: campaign, fileName: fileName, sends: sends,
+                                   recordsUnroutable: recordsUnroutable,
+                                   duplicates: duplicatePlan.map { .planned($0) } ?? .exact(expectedRows: 1 << 20), catalog: catalog)
+        preparer.shard = shard
+        preparer.shardRows = shardMap?.cursor()
+        return preparer
+    }
+
+    /// Each campaign-wide rate (`--rate`, or a provider's default quota) as this shard's share:
+    /// N shards together keep to the campaign's budget.
+    public func shardRates(_ given: [ProviderID: Double]) -> [ProviderID: Double] {
+        var rates: [ProviderID: Double] = [:]
+        for provider in catalog.providers {
+            if let rate = given[provider.id] ?? provider.defaultRatePerSecond { rates[provider.id] = rate / Double(shard.count) }
+        }
+        return rates
+    }
+
+    /// Checks the lanes a command built against the plan, before any of them connects: at least
+    /// one, each for a configured provider of the catalog, none twice.
+    public func validate(lanes: [ProviderLane]) throws(CampaignError) {
+        guard !lanes.isEmpty else {
+            throw .options("no configured provider can get rows from \(fileName) (rows without a platform column go to "
+                + "--provider \(layout.defaultProvider.rawValue))")
+        }
+        var seen = Set<ProviderID>()
+        for lane in lanes {
+            guard renderings[lane.provider] != nil else { throw .options("a lane for \(lane.provider), which has no template in this campaign") }
+            guard seen.insert(lane.provider).inserted else { throw .options("two lanes for \(lane.provider)") }
+        }
+    }
+
+    /// A file feeds each provider through a reader of its own, so that a paused provider never
+    /// holds up another; stdin is read once, for all. The first feed records the rows no
+    /// provider takes.
+    public func feeds(providers: [ProviderID]) throws(CampaignError) -> [CampaignFeed] {
+        guard providers.count > 1, let reopen else {
+            return [CampaignFeed(reader: reader, preparer: preparer(sends: Set(providers), recordsUnroutable: true))]
+        }
+        var feeds: [CampaignFeed] = []
+        for (index, provider) in providers.enumerated() {
+            let feedReader: TokenFileReader
+            if index == 0 { feedReader = reader } else {
+                do { feedReader = try reopen() } catch { throw .input("cannot read \(fileName): \(error)") }
+            }
+            feeds.append(CampaignFeed(reader: feedReader, preparer: preparer(sends: [provider], recordsUnroutable: index == 0)))
+        }
+        return feeds
+    }
+}
