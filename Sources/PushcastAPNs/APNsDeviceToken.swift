@@ -27,6 +27,27 @@ public struct APNsDeviceToken: Sendable, Hashable, CustomStringConvertible {
 
     /// The same, over the raw bytes of a field (for example a slice of a CSV reader's buffer).
     public static func normalize(_ raw: UnsafeRawBufferPointer) throws(APNsTokenProblem) -> APNsDeviceToken {
+        let skipped = try skippedBytes(raw)
+        let digits = raw.count - skipped
+        // Pass 2: copy, lower-casing.
+        let hex = String(unsafeUninitializedCapacity: digits) { output in copyLowered(raw, skipped: skipped, into: output) }
+        return APNsDeviceToken(uncheckedHex: hex)
+    }
+
+    /// The same, into `output` (emptied first) instead of a new String: no allocation once the
+    /// buffer has grown, for the reader side's per-row work.
+    public static func normalize(_ raw: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(APNsTokenProblem) {
+        let skipped = try skippedBytes(raw)
+        output.removeAll(keepingCapacity: true)
+        // The field's bytes in one copy, then the digits moved down over what is skipped and
+        // lower-cased in place (`copyLowered` reads each byte before it writes at or below it).
+        output.append(contentsOf: raw)
+        let digits = output.withUnsafeMutableBufferPointer { copyLowered(UnsafeRawBufferPointer($0), skipped: skipped, into: $0) }
+        output.removeLast(output.count - digits)
+    }
+
+    /// Checks the token's shape (pass 1) and says how many bytes (spaces, `<`, `>`) it skips.
+    static func skippedBytes(_ raw: UnsafeRawBufferPointer) throws(APNsTokenProblem) -> Int {
         var skipped = 0
         var bad = 0
         if !allHexDigits(raw) {
@@ -47,26 +68,30 @@ public struct APNsDeviceToken: Sendable, Hashable, CustomStringConvertible {
         if digits & 1 == 1 { throw .oddLength(digits: digits) }
         if digits < digitsMin { throw .tooShort(digits: digits) }
         if digits > digitsMax { throw .tooLong(digits: digits) }
-        // Pass 2: copy, lower-casing with one OR (A-F → a-f; digits already have bit 5 set).
-        let hex = String(unsafeUninitializedCapacity: digits) { output in
-            if skipped == 0 {
-                var index = 0
-                while index + 8 <= digits {
-                    let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) | 0x2020_2020_2020_2020
-                    UnsafeMutableRawBufferPointer(output).storeBytes(of: word, toByteOffset: index, as: UInt64.self)
-                    index += 8
-                }
-                while index < digits { output[index] = raw[index] | 0x20; index += 1 }
-                return digits
+        return skipped
+    }
+
+    /// Copies the digits, lower-cased with one OR (A-F → a-f; digits already have bit 5 set), into
+    /// `output` (room for them all); returns how many.
+    @inline(__always)
+    static func copyLowered(_ raw: UnsafeRawBufferPointer, skipped: Int, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let digits = raw.count - skipped
+        if skipped == 0 {
+            var index = 0
+            while index + 8 <= digits {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) | 0x2020_2020_2020_2020
+                UnsafeMutableRawBufferPointer(output).storeBytes(of: word, toByteOffset: index, as: UInt64.self)
+                index += 8
             }
-            var written = 0
-            for byte in raw where byte != 0x20 && byte != UInt8(ascii: "<") && byte != UInt8(ascii: ">") {
-                output[written] = byte | 0x20
-                written += 1
-            }
-            return written
+            while index < digits { output[index] = raw[index] | 0x20; index += 1 }
+            return digits
         }
-        return APNsDeviceToken(uncheckedHex: hex)
+        var written = 0
+        for byte in raw where byte != 0x20 && byte != UInt8(ascii: "<") && byte != UInt8(ascii: ">") {
+            output[written] = byte | 0x20
+            written += 1
+        }
+        return written
     }
 
     /// Wraps text already known to be a normalised token.

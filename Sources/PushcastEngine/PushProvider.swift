@@ -23,8 +23,10 @@ public protocol PushProvider: Sendable {
     /// The results column holding the provider's id for the notification (the apns-id sent with
     /// it, FCM's message name), `OutcomeRecord.messageID`.
     var messageIDField: String { get }
-    /// The token as it is sent (APNs: lower-case hex), or why it is not a token of this provider.
-    func normalize(token raw: UnsafeRawBufferPointer) -> Result<String, TokenProblem>
+    /// Writes the token as it is sent (APNs: lower-case hex) into `output`, emptied first, or
+    /// says why it is not a token of this provider. Runs once per row on the reader thread: no
+    /// allocation once `output` has grown.
+    func normalize(token raw: UnsafeRawBufferPointer, into output: inout [UInt8]) -> TokenProblem?
     /// The campaign-wide rate its lane keeps to without `--rate` (a provider-wide quota), or
     /// nil for none.
     var defaultRatePerSecond: Double? { get }
@@ -121,8 +123,9 @@ public struct APNsPushProvider: PushProvider {
     public var displayName: String { "APNs" }
     public var platformAliases: [String] { ["ios", "ipados", "macos", "watchos", "tvos"] }
     public var messageIDField: String { "apns_id" }
-    public func normalize(token raw: UnsafeRawBufferPointer) -> Result<String, TokenProblem> {
-        do { return .success(try APNsDeviceToken.normalize(raw).hex) } catch { return .failure(TokenProblem(error.description)) }
+    public func normalize(token raw: UnsafeRawBufferPointer, into output: inout [UInt8]) -> TokenProblem? {
+        do { try APNsDeviceToken.normalize(raw, into: &output) } catch { return TokenProblem(error.description) }
+        return nil
     }
 }
 
@@ -134,8 +137,9 @@ public struct FCMPushProvider: PushProvider {
     public var messageIDField: String { "fcm_name" }
     /// FCM's default quota is per project: 600,000 messages a minute.
     public var defaultRatePerSecond: Double? { 10_000 }
-    public func normalize(token raw: UnsafeRawBufferPointer) -> Result<String, TokenProblem> {
-        do { return .success(try FCMToken.normalize(raw)) } catch { return .failure(TokenProblem(error.description)) }
+    public func normalize(token raw: UnsafeRawBufferPointer, into output: inout [UInt8]) -> TokenProblem? {
+        do { try FCMToken.normalize(raw, into: &output) } catch { return TokenProblem(error.description) }
+        return nil
     }
 }
 

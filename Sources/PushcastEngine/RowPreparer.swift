@@ -146,6 +146,9 @@ public struct RowPreparer {
     private var payload: [UInt8] = []
     /// The duplicate key of the current row: a provider byte, then the token.
     private var key: [UInt8] = []
+    /// The current row's token as sent (`PushProvider.normalize`): a String is made of it only
+    /// for a row this preparer sends or records.
+    private var tokenBytes: [UInt8] = []
     /// The rows this preparer takes (`--shard`): others are `.skipped` before any work is done
     /// on them beyond finding their token.
     public var shard = ShardSpec.whole
@@ -191,6 +194,7 @@ public struct RowPreparer {
         }
         payload.reserveCapacity(renderers.reduce(4096) { max($0, $1?.bodyBytesMax ?? 0) } * 2)
         key.reserveCapacity(4200)
+        tokenBytes.reserveCapacity(4200)
     }
 
     /// NDJSON keys new since the layout was resolved (a key first seen on a later line) become
@@ -222,7 +226,8 @@ public struct RowPreparer {
     /// What the checks before de-duplication make of a row.
     private enum Checked {
         case done(OutcomeRecord)
-        case valid(id: String?, provider: ProviderID, token: String)
+        /// The normalised token is in `tokenBytes`.
+        case valid(id: String?, provider: ProviderID)
         /// Another preparer's row.
         case skip
     }
@@ -233,15 +238,16 @@ public struct RowPreparer {
             return .skipped
         case .done(let outcome):
             return shard.owns(row: view.row) ? .finished(outcome) : .skipped
-        case .valid(var id, let provider, let token):
+        case .valid(var id, let provider):
             if shard.isSplit {
                 // Another shard's token: skipped before the duplicate check (its repeats are all
                 // in that shard) and before its id is read.
-                guard shard.owns(keyHash: shardHash(provider, token)) else { return .skipped }
+                guard shard.owns(keyHash: tokenShardHash(provider)) else { return .skipped }
                 id = rowID(view)
             }
+            let token = String(decoding: tokenBytes, as: UTF8.self)
             if let duplicates {
-                makeKey(provider, token)
+                makeKey(provider)
                 if let firstRow = key.withUnsafeBytes({ duplicates.insert($0, row: view.row) }) {
                     return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .duplicate,
                                                    reason: OutcomeReason.duplicate, duplicateOf: firstRow))
@@ -274,9 +280,9 @@ public struct RowPreparer {
         switch check(view, wantID: false) {
         case .skip: return (false, nil)
         case .done: return (shard.owns(row: view.row), nil)
-        case .valid(_, let provider, let token):
-            guard !shard.isSplit || shard.owns(keyHash: shardHash(provider, token)) else { return (false, nil) }
-            makeKey(provider, token)
+        case .valid(_, let provider):
+            guard !shard.isSplit || shard.owns(keyHash: tokenShardHash(provider)) else { return (false, nil) }
+            makeKey(provider)
             return (true, key.withUnsafeBytes { bytes in
                 (DuplicateIndex.hash(bytes), UInt32(truncatingIfNeeded: DuplicateIndex.hash(bytes, seed: 0x2545_F491_4F6C_DD1D) >> 32))
             })
@@ -293,23 +299,28 @@ public struct RowPreparer {
     }
 
 
+    /// The same, of the current row's `tokenBytes`.
+    @inline(__always)
+    private func tokenShardHash(_ provider: ProviderID) -> UInt64 {
+        tokenBytes.withUnsafeBytes { ShardSpec.fnv1a($0, state: shardSeeds[provider.position]) }
+    }
+
     private func rowID(_ view: RowView) -> String? {
         RowLayout.first(layout.idColumns, in: view).flatMap { view.string($0) }
     }
 
-    private mutating func makeKey(_ provider: ProviderID, _ token: String) {
+    private mutating func makeKey(_ provider: ProviderID) {
         key.removeAll(keepingCapacity: true)
         // The provider's position: distinct for every provider of the catalog.
         key.append(UInt8(provider.position))
-        var token = token
-        token.withUTF8 { key.append(contentsOf: $0) }
+        key.append(contentsOf: tokenBytes)
     }
 
     @inline(__always)
     private static func bit(_ provider: ProviderID) -> UInt8 { 1 << UInt8(provider.position) }
 
     /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
-    private func check(_ view: RowView, wantID: Bool = true) -> Checked {
+    private mutating func check(_ view: RowView, wantID: Bool = true) -> Checked {
         func rowID() -> String? { self.rowID(view) }
         let tokenColumn = RowLayout.first(layout.tokenColumns, in: view) ?? -1
         var provider = layout.defaultProvider
@@ -336,15 +347,12 @@ public struct RowPreparer {
                                        outcome: .failed, reason: OutcomeReason.providerNotConfigured,
                                        error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
         }
-        let normalized = catalog[provider].normalize(token: rawToken)
-        switch normalized {
-        case .success(let token):
-            return .valid(id: wantID ? rowID() : nil, provider: provider, token: token)
-        case .failure(let error):
+        if let error = catalog[provider].normalize(token: rawToken, into: &tokenBytes) {
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .invalid, reason: OutcomeReason.invalidToken,
                                        error: problem(view, field: "token", error.description)))
         }
+        return .valid(id: wantID ? rowID() : nil, provider: provider)
     }
 
     private mutating func render(_ view: RowView, id: String?, provider: ProviderID, token: String) -> PreparedRow {

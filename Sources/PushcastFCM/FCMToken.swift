@@ -38,6 +38,18 @@ public enum FCMToken {
     /// Trims surrounding ASCII whitespace (space, tab, CR, LF, VT, FF) and checks what is left;
     /// the token is returned byte for byte otherwise. One pass over the field.
     public static func normalize(_ raw: UnsafeRawBufferPointer) throws(FCMTokenError) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: raw[try trimmedRange(raw)]), as: UTF8.self)
+    }
+
+    /// The same, into `output` (emptied first): no allocation once the buffer has grown.
+    public static func normalize(_ raw: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(FCMTokenError) {
+        let range = try trimmedRange(raw)
+        output.removeAll(keepingCapacity: true)
+        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[range]))
+    }
+
+    /// The token's bytes within the field, checked.
+    static func trimmedRange(_ raw: UnsafeRawBufferPointer) throws(FCMTokenError) -> Range<Int> {
         var start = 0, end = raw.count
         while start < end && isASCIIWhitespace(raw[start]) { start += 1 }
         while end > start && isASCIIWhitespace(raw[end - 1]) { end -= 1 }
@@ -49,7 +61,7 @@ public enum FCMToken {
             if byte >= 0x80 { throw .nonASCII(position: index + 1) }
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { throw .quoteOrBackslash(position: index + 1) }
         }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: raw[start..<end]), as: UTF8.self)
+        return start..<end
     }
 
     /// The same, over a `String` (tests and tools; readers pass the field's bytes).

@@ -88,4 +88,28 @@ private extension Result {
         if case .failure(let failure) = self { return failure }
         return nil
     }
+
+    /// The buffer variant (the reader side's, no allocation) gives the same bytes and the same
+    /// errors as the String one, and leaves nothing of an earlier token behind.
+    func testNormalizeIntoABufferMatchesTheStringVersion() {
+        let hex = String(repeating: "aB3f", count: 16)
+        let spaced = "<" + String(hex.prefix(32)) + " " + String(hex.suffix(32)) + ">"
+        let inputs: [String] = [hex, spaced, hex.lowercased(), " " + hex + " ", "", "xyz", String(hex.dropLast()),
+                                String(repeating: "a", count: 62), String(repeating: "0", count: 202), String(repeating: "Ff", count: 100)]
+        var buffer = Array(repeating: UInt8(ascii: "z"), count: 300)
+        for input in inputs {
+            var copy = input
+            copy.withUTF8 { bytes in
+                let raw = UnsafeRawBufferPointer(bytes)
+                var expected: String? = nil, expectedError: APNsTokenProblem? = nil
+                do { expected = try APNsDeviceToken.normalize(raw).hex } catch { expectedError = error as? APNsTokenProblem }
+                do {
+                    try APNsDeviceToken.normalize(raw, into: &buffer)
+                    XCTAssertEqual(String(decoding: buffer, as: UTF8.self), expected, input)
+                } catch {
+                    XCTAssertEqual(error as? APNsTokenProblem, expectedError, input)
+                }
+            }
+        }
+    }
 }

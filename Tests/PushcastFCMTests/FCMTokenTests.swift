@@ -68,4 +68,25 @@ final class FCMTokenTests: XCTestCase {
         XCTAssertTrue(FCMTokenError.quoteOrBackslash(position: 2).description.contains("quote or backslash"))
         XCTAssertTrue(FCMTokenError.nonASCII(position: 9).description.contains("non-ASCII"))
     }
+
+    /// The buffer variant (the reader side's, no allocation) gives the same bytes and the same
+    /// errors as the String one, and leaves nothing of an earlier token behind.
+    func testNormalizeIntoABufferMatchesTheStringVersion() {
+        let inputs: [String] = ["  fAbC:APA91b-x_y  ", "\tabc\r\n", "", "   ", "a b", "a\"b", "caf\u{e9}", String(repeating: "k", count: 4097)]
+        var buffer = Array(repeating: UInt8(ascii: "z"), count: 300)
+        for input in inputs {
+            var copy = input
+            copy.withUTF8 { bytes in
+                let raw = UnsafeRawBufferPointer(bytes)
+                var expected: String? = nil, expectedError: FCMTokenError? = nil
+                do { expected = try FCMToken.normalize(raw) } catch { expectedError = error as? FCMTokenError }
+                do {
+                    try FCMToken.normalize(raw, into: &buffer)
+                    XCTAssertEqual(String(decoding: buffer, as: UTF8.self), expected, input)
+                } catch {
+                    XCTAssertEqual(error as? FCMTokenError, expectedError, input)
+                }
+            }
+        }
+    }
 }

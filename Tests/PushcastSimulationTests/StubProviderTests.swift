@@ -24,12 +24,13 @@ struct StubPushProvider: PushProvider {
     var displayName: String { "Stub" }
     var platformAliases: [String] { ["web", "browser"] }
     var messageIDField: String { "stub_ref" }
-    func normalize(token raw: UnsafeRawBufferPointer) -> Result<String, TokenProblem> {
+    func normalize(token raw: UnsafeRawBufferPointer, into output: inout [UInt8]) -> TokenProblem? {
         let text = String(decoding: raw, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
         guard (8...40).contains(text.count), text.allSatisfy({ $0.isLetter || $0.isNumber }), text.allSatisfy(\.isASCII) else {
-            return .failure(TokenProblem("a stub token is 8 to 40 letters and digits"))
+            return TokenProblem("a stub token is 8 to 40 letters and digits")
         }
-        return .success(text)
+        output = Array(text.utf8)
+        return nil
     }
 }
 
