@@ -16,8 +16,7 @@
 4. The merge Job's command line, read from merge-job.yaml, then reports every row exactly once
    (exit 0), and the mock's log shows no token delivered twice.
 
-Usage: kubernetes_job.py --pushcast PATH [--rows N]. Exit 0: passed; 1: failed; 77: the binary
-has no `--shard`/`merge` yet (step 1 and 2 still ran).
+Usage: kubernetes_job.py --pushcast PATH [--rows N]. Exit 0: passed; 1: failed.
 """
 
 import argparse
@@ -38,7 +37,6 @@ from kubernetes_validate import utils as kubernetes_validate
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "docs" / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.33.0"
-SKIP = 77
 
 
 class Failure(Exception):
@@ -270,12 +268,6 @@ class Pod:
         return environment
 
 
-def supports_sharding(binary):
-    send = subprocess.run([binary, "send", "--help"], capture_output=True, text=True)
-    merge = subprocess.run([binary, "merge", "--help"], capture_output=True, text=True)
-    return "--shard" in send.stdout and merge.returncode == 0
-
-
 def results_by_row(path):
     by_row = {}
     for line in Path(path).read_text().splitlines():
@@ -356,9 +348,6 @@ def main():
         validate(documents)
         send_job = find(documents, "Job", lambda d: d["spec"].get("completionMode") == "Indexed")
         _, shards = check_send_job(send_job)
-        if not supports_sharding(arguments.pushcast):
-            print(f"SKIP: {arguments.pushcast} has no `send --shard` or `merge` yet: the Job was not run")
-            return SKIP
         run_job(arguments.pushcast, documents, send_job, shards, arguments.rows)
     except Failure as failure:
         print(f"FAIL: {failure}")

@@ -38,9 +38,6 @@ final class DeployTests: XCTestCase {
         let run = try Self.execute(try Self.venvPython(), [script, "--pushcast", BinaryTests.binary])
         print(run.output)
         print("kubernetes_job.py: \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
-        if run.status == 77 {
-            throw XCTSkip("the binary has no `send --shard` / `merge`: manifests validated, the Job not run\n\(run.output)")
-        }
         XCTAssertEqual(run.status, 0, run.output)
         XCTAssertTrue(run.output.contains("PASS"), run.output)
     }
