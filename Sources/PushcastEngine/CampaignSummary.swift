@@ -102,7 +102,8 @@ public struct CampaignSummary: Sendable {
         if let latency = r.latencyMilliseconds { latencyMicroseconds.record(UInt64(latency * 1000)) }
         if r.belongsInPruneFile { pruned += 1 }
         if let provider = r.provider {
-            providerIDs[provider.position] = provider
+            // Written once per provider: not a copy of its name per row.
+            if providerIDs[provider.position] == nil { providerIDs[provider.position] = provider }
             figures[provider.position].record(r)
         }
     }
