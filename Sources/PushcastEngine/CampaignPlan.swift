@@ -61,6 +61,13 @@ public struct CampaignPlan {
         return preparer
     }
 
+    /// Lets `reader` pass over the other shards' rows unread (not even split into fields), when
+    /// the first read found that every line of the file is one row.
+    public func skipOtherShards(_ reader: TokenFileReader) {
+        guard let shardMap, shardMap.linesAreRows, reader.format == .csv else { return }
+        reader.rowSkipping = shardMap.cursor()
+    }
+
     /// Each campaign-wide rate (`--rate`, or a provider's default quota) as this shard's share:
     /// N shards together keep to the campaign's budget.
     public func shardRates(_ given: [ProviderID: Double]) -> [ProviderID: Double] {
@@ -90,6 +97,7 @@ public struct CampaignPlan {
     /// provider takes.
     public func feeds(providers: [ProviderID]) throws(CampaignError) -> [CampaignFeed] {
         guard providers.count > 1, let reopen else {
+            skipOtherShards(reader)
             return [CampaignFeed(reader: reader, preparer: preparer(sends: Set(providers), recordsUnroutable: true))]
         }
         var feeds: [CampaignFeed] = []
@@ -98,6 +106,7 @@ public struct CampaignPlan {
             if index == 0 { feedReader = reader } else {
                 do { feedReader = try reopen() } catch { throw .input("cannot read \(fileName): \(error)") }
             }
+            skipOtherShards(feedReader)
             feeds.append(CampaignFeed(reader: feedReader, preparer: preparer(sends: [provider], recordsUnroutable: index == 0)))
         }
         return feeds

@@ -201,8 +201,7 @@ public struct RowPreparer {
     /// candidates now. Call before preparing each row of a reader whose columns may grow.
     @inline(__always)
     public mutating func follow(_ reader: any RowSource) {
-        let count = reader.columns.count
-        if count != layout.columnCount {
+        if reader.columnCount != layout.columnCount {
             layout = RowLayout(growing: reader.columns, idColumn: layout.idColumnName, defaultProvider: layout.defaultProvider)
         }
     }
@@ -225,7 +224,9 @@ public struct RowPreparer {
 
     /// What the checks before de-duplication make of a row.
     private enum Checked {
-        case done(OutcomeRecord)
+        /// Indirect: rows end here rarely, and the enum stays small enough to pass in registers
+        /// (an inline record made every row's result a 200-byte memmove).
+        indirect case done(OutcomeRecord)
         /// The normalised token is in `tokenBytes`.
         case valid(id: String?, provider: ProviderID)
         /// Another preparer's row.

@@ -13,6 +13,9 @@ public final class ShardRowMap: @unchecked Sendable {
     /// Rows marked so far (rows are numbered from 1, marked in order).
     public private(set) var rows = 0
     public private(set) var owned = 0
+    /// The first read found every record on one line of its own (CSV, no quoted line end, none
+    /// too long): the send's readers may then pass over another shard's line unread.
+    public var linesAreRows = false
     static let wordsPerBuffer = 8192
 
     public init(directory: String) throws {
@@ -53,7 +56,7 @@ public final class ShardRowMap: @unchecked Sendable {
 }
 
 /// Reads a `ShardRowMap`'s bits for rows asked in increasing order, a buffer at a time.
-public final class ShardRowCursor {
+public final class ShardRowCursor: RowSkipping {
     private let bits: ScratchFile
     private let rows: Int
     private var buffer = [UInt64](repeating: 0, count: ShardRowMap.wordsPerBuffer)

@@ -6,8 +6,17 @@ public protocol RowSource: AnyObject {
     var fileName: String { get }
     /// The column names known so far (an NDJSON file learns its keys as it reads).
     var columns: [String] { get }
+    /// `columns.count`, asked before every row: a source can answer without handing out (and
+    /// retaining) its array.
+    var columnCount: Int { get }
     /// The next row, or nil at the end. A row's view stays valid until the next call.
     func next() throws -> InputRecord?
 }
 
-extension TokenFileReader: RowSource {}
+extension RowSource {
+    public var columnCount: Int { columns.count }
+}
+
+extension TokenFileReader: RowSource {
+    public var columnCount: Int { columns.count }
+}

@@ -75,6 +75,10 @@ extension TokenFileReader {
 
     func nextCSV() throws -> InputRecord? {
         while true {
+            if let rowSkipping, rowSkipping.owns(row: rowNumber + 1) == false {
+                guard try skipLine() else { return nil }
+                continue
+            }
             guard let step = try frameCSVRecord() else { return nil }
             let start = recordStart
             let fields = fieldIndex
@@ -102,6 +106,34 @@ extension TokenFileReader {
             }
             return .row(RowView(row: rowNumber, line: line, fieldCount: fields, base: base,
                                 starts: fieldStarts, ends: fieldEnds))
+        }
+    }
+
+    /// Passes over one line without framing its fields: an unwanted row, or a blank line (no
+    /// row, as in `nextCSV`). Only for inputs in which every record is one line (no
+    /// `irregularRecords`), where it numbers rows and lines exactly as framing would. False at
+    /// the end of input.
+    private func skipLine() throws -> Bool {
+        skipping = true
+        problem = nil
+        var content = false
+        while true {
+            let from = scanPos
+            if case .complete(let contentEnd, let next) = scanSkipping(lineEndsAtCR: true) {
+                if contentEnd > from { content = true }
+                _ = finishRecord(next: next)
+                if content { rowNumber += 1 }
+                return true
+            }
+            if scanPos > from { content = true }
+            if sourceEnded {
+                // The last line has no line end (or only a lone CR, which `scanPos` stops before).
+                recordNewlines = 0
+                _ = finishRecord(next: dataEnd)
+                if content { rowNumber += 1 }
+                return content
+            }
+            try fill()
         }
     }
 

@@ -60,6 +60,13 @@ public final class TokenFileReader {
     var fieldStart = 0
     var recordHasEscapes = false
 
+    /// Records that spanned more than one line (a quoted line end) or ran past `lineBytesMax`:
+    /// while there are none, a line is a row, and `rowSkipping` may pass over whole lines.
+    public private(set) var irregularRecords = 0
+    /// CSV: rows this reader passes over without framing their fields (another shard's rows, as
+    /// the first read found them). Set it only when that first read saw no irregular record.
+    public var rowSkipping: (any RowSkipping)?
+
     // NDJSON keys, as bytes, parallel to `columns`.
     var keyBytes: [[UInt8]] = []
     /// NDJSON reads its first record at init to learn the columns; `next()` returns it first.
@@ -177,6 +184,11 @@ public final class TokenFileReader {
     /// resets the framing state for the following record.
     func finishRecord(next: Int) -> Int {
         let line = lineNumber
+        if recordNewlines > 1 {
+            irregularRecords += 1
+        } else if case .tooLong? = problem {
+            irregularRecords += 1
+        }
         lineNumber += recordNewlines
         recordNewlines = 0
         recordStart = next
@@ -214,6 +226,12 @@ public final class TokenFileReader {
     func makeProblem(line: Int, field: String? = nil, _ message: String) -> InputProblem {
         InputProblem(file: fileName, line: line, field: field, message: message)
     }
+}
+
+/// Which rows a reader may pass over unread.
+public protocol RowSkipping: AnyObject {
+    /// False: row `row` (1-based) is not wanted. Nil or true: it is read as usual.
+    func owns(row: Int) -> Bool?
 }
 
 /// What framing one record found.

@@ -325,6 +325,7 @@ enum SendCommand {
                 Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
                                      duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
             }
+            map?.linesAreRows = reader.format == .csv && reader.irregularRecords == 0
             try map?.finish()
             return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned, map: map)
         } catch is Interrupted {
@@ -478,6 +479,7 @@ enum SendCommand {
             format: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!) : nil
         var tally = CheckTally()
         let reader = plan.reader
+        plan.core.skipOtherShards(reader)
         while true {
             let record: InputRecord?
             do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
