@@ -69,7 +69,7 @@ final class RowSkippingTests: XCTestCase {
 
     /// Random one-line files, random choices: the same rows and lines as the full read.
     func testRandomFiles() throws {
-        var generator = SplitMix(seed: 0x5EED)
+        var generator = SeededGenerator(state: 0x5EED)
         let pieces = ["a", "bb", "\"q\"", "\"x,y\"", "", "ios", "\u{e9}t\u{e9}"]
         let ends = ["\n", "\r\n", "\r", "\n\n"]
         for _ in 0..<60 {
@@ -92,18 +92,5 @@ final class RowSkippingTests: XCTestCase {
         XCTAssertEqual(tooLong.irregular, 1)
         let plain = try records(bytes("token,platform\na,ios\r\n\r\nb,ios"), chunkSize: 2, options: .init(), skipper: nil)
         XCTAssertEqual(plain.irregular, 0)
-    }
-
-    /// A deterministic generator for the random cases.
-    struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 }
