@@ -2,9 +2,9 @@
 /// the `{shard}` expansion of its file names. Sans-I/O: the environment is handed in as a
 /// dictionary (`--shard auto`), so every decision is testable.
 ///
-/// A row belongs to a shard by a stable hash of its duplicate key: FNV-1a 64 over the provider's
-/// name in UTF-8 (`apns`, `fcm`), one 0 byte, then the normalised token in UTF-8; the shard is
-/// that hash modulo N. Every row of a token therefore lands in the same shard, so duplicate
+/// A row belongs to a shard by a stable hash of its duplicate key: XXH64 of the normalised token
+/// in UTF-8, seeded with XXH64 (seed 0) of the provider's name (`apns`, `fcm`); the shard is that
+/// hash modulo N. Every row of a token therefore lands in the same shard, so duplicate
 /// detection stays exact. A row with no usable token (malformed, token missing or invalid,
 /// unknown platform, provider not configured) belongs to shard `row mod N` (`row` 1-based, as
 /// in the results). The function is part of the file format: it never changes between versions.
@@ -46,33 +46,16 @@ public struct ShardSpec: Sendable, Equatable, CustomStringConvertible {
 
     // MARK: - The hash
 
-    public static let fnvOffset: UInt64 = 0xcbf2_9ce4_8422_2325
-    public static let fnvPrime: UInt64 = 0x0000_0100_0000_01B3
-
-    /// FNV-1a 64 of `bytes`, continuing from `state`.
-    @inline(__always)
-    public static func fnv1a(_ bytes: UnsafeRawBufferPointer, state: UInt64 = fnvOffset) -> UInt64 {
-        var h = state
-        for byte in bytes {
-            h ^= UInt64(byte)
-            h &*= fnvPrime
-        }
-        return h
-    }
-
-    /// The shard hash of a row's key: FNV-1a 64 over provider name, a 0 byte, normalised token.
+    /// The shard hash of a row's key: XXH64 of the normalised token in UTF-8, seeded with the
+    /// XXH64 (seed 0) of the provider's name.
     public static func keyHash(provider: String, token: UnsafeRawBufferPointer) -> UInt64 {
-        fnv1a(token, state: keySeed(provider: provider))
+        XXH64.hash(token, seed: keySeed(provider: provider))
     }
 
-    /// The hash state after the provider's name and the 0 byte: a row's hash continues from it
-    /// over the token.
+    /// The seed a provider's tokens are hashed with: XXH64 (seed 0) of its name in UTF-8.
     public static func keySeed(provider: String) -> UInt64 {
         var name = provider
-        var h = name.withUTF8 { fnv1a(UnsafeRawBufferPointer($0)) }
-        h ^= 0
-        h &*= fnvPrime
-        return h
+        return name.withUTF8 { XXH64.hash(UnsafeRawBufferPointer($0), seed: 0) }
     }
 
     public static func keyHash(provider: String, token: String) -> UInt64 {

@@ -290,20 +290,20 @@ public struct RowPreparer {
         }
     }
 
-    /// The `--shard` hash of a row's key (`ShardSpec`: FNV-1a 64 of provider name, 0, token).
+    /// The `--shard` hash of a row's key (`ShardSpec`: XXH64 of the token, seeded by the provider).
     @inline(__always)
     func shardHash(_ provider: ProviderID, _ token: String) -> UInt64 {
         let seed = shardSeeds[provider.position]
-        if let h = token.utf8.withContiguousStorageIfAvailable({ ShardSpec.fnv1a(UnsafeRawBufferPointer($0), state: seed) }) { return h }
+        if let h = token.utf8.withContiguousStorageIfAvailable({ XXH64.hash(UnsafeRawBufferPointer($0), seed: seed) }) { return h }
         var copy = token
-        return copy.withUTF8 { ShardSpec.fnv1a(UnsafeRawBufferPointer($0), state: seed) }
+        return copy.withUTF8 { XXH64.hash(UnsafeRawBufferPointer($0), seed: seed) }
     }
 
 
     /// The same, of the current row's `tokenBytes`.
     @inline(__always)
     private func tokenShardHash(_ provider: ProviderID) -> UInt64 {
-        tokenBytes.withUnsafeBytes { ShardSpec.fnv1a($0, state: shardSeeds[provider.position]) }
+        tokenBytes.withUnsafeBytes { XXH64.hash($0, seed: shardSeeds[provider.position]) }
     }
 
     private func rowID(_ view: RowView) -> String? {

@@ -11,22 +11,28 @@ import XCTest
 final class ShardTests: XCTestCase {
     // MARK: - The hash
 
-    func testFNV1aMatchesThePublishedVectors() {
-        func fnv(_ text: String) -> UInt64 { Array(text.utf8).withUnsafeBytes { ShardSpec.fnv1a($0) } }
-        XCTAssertEqual(fnv(""), 0xcbf2_9ce4_8422_2325)
-        XCTAssertEqual(fnv("a"), 0xaf63_dc4c_8601_ec8c)
-        XCTAssertEqual(fnv("foobar"), 0x8594_4171_f739_67e8)
+    /// XXH64 against the reference implementation (Python's `xxhash` package, which wraps it):
+    /// short inputs, a seed, and lengths that take the 32-byte lanes, 8- and 4-byte steps and
+    /// single bytes.
+    func testXXH64MatchesTheReferenceImplementation() {
+        func xxh(_ bytes: [UInt8], seed: UInt64 = 0) -> UInt64 { bytes.withUnsafeBytes { XXH64.hash($0, seed: seed) } }
+        XCTAssertEqual(xxh([]), 0xef46_db37_51d8_e999)
+        XCTAssertEqual(xxh(Array("a".utf8)), 0xd24e_c4f1_a98c_6e5b)
+        XCTAssertEqual(xxh(Array("abc".utf8)), 0x44bc_2cf5_ad77_0999)
+        XCTAssertEqual(xxh(Array("abc".utf8), seed: 0x9E37_79B9_7F4A_7C15), 0x2ed0_f59d_6b43_ac8b)
+        XCTAssertEqual(xxh((0..<100).map { UInt8($0) }), 0x6ac1_e580_3216_6597)
+        XCTAssertEqual(xxh((0..<37).map { UInt8($0) }, seed: 7), 0x69e0_c889_396a_faf7)
     }
 
-    /// Fixed vectors of the documented layout (provider name, 0, normalised token), computed
-    /// independently (Python, FNV-1a 64): they must never change, or shards of one campaign sent
-    /// by two versions would disagree.
+    /// Fixed vectors of the documented function (XXH64 of the normalised token, seeded with
+    /// XXH64 of the provider's name), computed independently with Python's `xxhash`: they must
+    /// never change, or shards of one campaign sent by two versions would disagree.
     func testShardHashFixedVectors() {
         let vectors: [(String, String, UInt64, Int, Int)] = [
-            ("apns", String(repeating: "0", count: 64), 0x448d_5cbb_6988_9d25, 2, 37),
-            ("apns", String(repeating: "a1b2c3d4", count: 8), 0xcb5d_37e3_1c4c_fd65, 1, 37),
-            ("fcm", "fAbC:APA91b-xyz", 0x5e18_fc99_9d6f_fc03, 2, 3),
-            ("fcm", "", 0x0120_9879_20f7_c2db, 2, 27),
+            ("apns", String(repeating: "0", count: 64), 0x366a_dba8_8bbf_9e36, 0, 54),
+            ("apns", String(repeating: "a1b2c3d4", count: 8), 0x4a87_eb30_7358_53c6, 1, 6),
+            ("fcm", "fAbC:APA91b-xyz", 0x1f5d_8f8b_9d86_d38f, 1, 15),
+            ("fcm", "", 0x1c0b_0bac_e6a5_ce10, 2, 16),
         ]
         let layout = RowLayout(growing: ["token"], idColumn: nil, defaultProvider: .apns)
         let preparer = RowPreparer(layout: layout, renderings: [:], campaign: "c", fileName: "v.csv", sends: [.apns, .fcm],
