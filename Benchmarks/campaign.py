@@ -66,6 +66,12 @@ def start_mock(pushcast, work, name):
 
 
 def run_send(pushcast, work, tokens, rows, options, key, label, mock_binary=None, older=False):
+    if older:
+        # No --force for a baseline (older builds lack it): its earlier run's files go instead, so
+        # a build with a journal starts afresh too.
+        for name in os.listdir(work):
+            if name.startswith(label + ".results.ndjson"):
+                os.remove(os.path.join(work, name))
     mock, port, ca = start_mock(mock_binary or pushcast, work, label)
     try:
         argv = [pushcast, "send", tokens, "--payload", os.path.join(work, "payload.json"), "--apns-topic", TOPIC,
