@@ -6,11 +6,13 @@ import PushcastCommandLine
 let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
-    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec])
+    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec,
+               VersionCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
     do {
-        switch try group.select(arguments) {
+        // `pushcast --version` is `pushcast version`.
+        switch try group.select(arguments.first == "--version" ? ["version"] + arguments.dropFirst() : arguments) {
         case .help(let text):
             Console.out(text.hasSuffix("\n") ? String(text.dropLast()) : text)
             return ExitStatus.success.rawValue
@@ -28,6 +30,7 @@ func runMain(_ arguments: [String]) -> Int32 {
                 case DemoCommand.spec.name: return try DemoCommand.run(parsed).rawValue
                 case SimulateCommand.spec.name: return try SimulateCommand.run(parsed).rawValue
                 case MergeCommand.spec.name: return try MergeCommand.run(parsed).rawValue
+                case VersionCommand.spec.name: return try VersionCommand.run(parsed).rawValue
                 default: preconditionFailure("unhandled command \(spec.name)")
                 }
             }
