@@ -10,6 +10,7 @@ let group = CommandGroup(
                VersionCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
+    Console.use(LogFormat.scan(arguments))
     do {
         // `pushcast --version` is `pushcast version`.
         switch try group.select(arguments.first == "--version" ? ["version"] + arguments.dropFirst() : arguments) {
@@ -36,13 +37,13 @@ func runMain(_ arguments: [String]) -> Int32 {
             }
         }
     } catch let error as CommandLineError {
-        Console.error(error.description)
+        Console.log(error.description, level: "error")
         return error.exitCode
     } catch let error as CommandFailure {
-        Console.error("pushcast: \(error.description)")
+        Console.log("pushcast: \(error.description)", level: "error")
         return ExitStatus.stopped.rawValue
     } catch {
-        Console.error("pushcast: \(error)")
+        Console.log("pushcast: \(error)", level: "error")
         return ExitStatus.stopped.rawValue
     }
 }
