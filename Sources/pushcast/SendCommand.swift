@@ -711,7 +711,7 @@ enum SendCommand {
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: Console.engineLog(redrawnLine: output.progress))
         run.durability = durability
-        run.observers = try OperatorOptions.observers(parsed, identity: output.identity, shard: plan.shard)
+        run.observers = try OperatorOptions.observers(parsed, output: output, durability: durability, shard: plan.shard)
         // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
         // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
         run.interruption = Interruption(signals: { StopSignals.received }, signalName: { StopSignals.lastName },

@@ -39,9 +39,13 @@ enum OperatorOptions {
 
     /// The observers the options ask for: periodic whole progress lines (text or JSON) where the
     /// line is not redrawn, and the metrics file.
-    static func observers(_ parsed: ParsedArguments, identity: CampaignIdentity?, shard: ShardSpec) throws -> [CampaignObserver] {
+    static func observers(_ parsed: ParsedArguments, output: CampaignOutput, durability: CampaignDurability?,
+                          shard: ShardSpec) throws -> [CampaignObserver] {
         _ = try parsed.choice("log-format", from: ["text", "json"])
-        var observers: [CampaignObserver] = []
+        let identity = output.identity
+        let earlier = durability?.summary.byProvider.mapValues(\.rows) ?? [:]
+        var observers: [CampaignObserver] = [TimelineWriter(resultsPath: output.resultsPath, startRows: earlier,
+                                                            resuming: durability?.recovered != nil)]
         let interval = try parsed.duration("progress-interval", default: .seconds(10), range: .milliseconds(100)...(.seconds(86_400)))
         let wanted = parsed.flag("progress") || StandardStream.error.isTerminal
         if !parsed.flag("quiet") && wanted && !redrawnProgress(parsed) {
@@ -144,6 +148,50 @@ final class MetricsFileWriter: CampaignObserver {
             let reason = String(cString: strerror(errno))
             unlink(temporary)
             throw CommandFailure("cannot rename \(temporary) to \(path): \(reason)")
+        }
+    }
+}
+
+/// `<results>.timeline`: one JSON line a second with the wall time, the seconds since this run
+/// started, and each provider's rows finished and retries so far (a first line with the rows an
+/// earlier run left, before anything is sent). `pushcast report` draws rows and retries per
+/// second from it. Appended to, so a resumed campaign's runs follow each other; never holds a
+/// token. A file that cannot be written is warned about once.
+final class TimelineWriter: CampaignObserver {
+    private let path: String
+    private var due: UInt64 = 1_000_000_000
+    private var warned = false
+
+    /// A fresh campaign (not a resume) starts the file over.
+    init(resultsPath: String, startRows: [ProviderID: Int], resuming: Bool) {
+        path = resultsPath + ".timeline"
+        append(elapsed: 0, rows: startRows, retries: [:], truncate: !resuming)
+    }
+
+    func observe(_ progress: CampaignProgress) {
+        guard progress.isFinal || progress.elapsedNanoseconds >= due else { return }
+        while due <= progress.elapsedNanoseconds { due += 1_000_000_000 }
+        var rows: [ProviderID: Int] = [:], retries: [ProviderID: Int] = [:]
+        for lane in progress.lanes {
+            rows[lane.provider] = progress.summary.byProvider[lane.provider]?.rows ?? 0
+            retries[lane.provider] = progress.isFinal ? progress.summary.retriesByProvider[lane.provider] ?? lane.retries : lane.retries
+        }
+        append(elapsed: progress.elapsedSeconds, rows: rows, retries: retries)
+    }
+
+    private func append(elapsed: Double, rows: [ProviderID: Int], retries: [ProviderID: Int], truncate: Bool = false) {
+        func object(_ counts: [ProviderID: Int]) -> String {
+            "{" + counts.sorted { $0.key.position < $1.key.position }.map { "\"\($0.key.rawValue)\":\($0.value)" }.joined(separator: ",") + "}"
+        }
+        let line = String(format: "{\"wall\":%.3f,\"elapsed\":%.3f,", Date().timeIntervalSince1970, elapsed)
+            + "\"rows\":\(object(rows)),\"retries\":\(object(retries))}\n"
+        do {
+            let file = try OutputFile(path: path, append: !truncate)
+            try file.append(line)
+            try file.flush()
+        } catch {
+            if !warned { Console.error("pushcast: warning: cannot write the timeline \(path): \(error)") }
+            warned = true
         }
     }
 }

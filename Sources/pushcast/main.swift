@@ -7,7 +7,7 @@ let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
     commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec,
-               VersionCommand.spec])
+               ReportCommand.spec, VersionCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
     Console.use(LogFormat.scan(arguments))
@@ -32,6 +32,7 @@ func runMain(_ arguments: [String]) -> Int32 {
                 case SimulateCommand.spec.name: return try SimulateCommand.run(parsed).rawValue
                 case MergeCommand.spec.name: return try MergeCommand.run(parsed).rawValue
                 case VersionCommand.spec.name: return try VersionCommand.run(parsed).rawValue
+                case ReportCommand.spec.name: return try ReportCommand.run(parsed).rawValue
                 default: preconditionFailure("unhandled command \(spec.name)")
                 }
             }
