@@ -1,3 +1,4 @@
+import Glibc
 import PushcastCore
 import PushcastReactor
 
@@ -16,6 +17,7 @@ public struct ResultsStream {
     public private(set) var lines = 0
     public private(set) var tornBytes = 0
     public static let chunkBytes = 1 << 20
+    private var reasons = ReasonStrings()
 
     public init(path: String, format: ResultsFormat, columns: ResultColumns = .standard) {
         self.path = path
@@ -42,7 +44,9 @@ public struct ResultsStream {
             if count == 0 { break }
             try buffer.withUnsafeBufferPointer { (chunk) throws(CampaignError) in
                 var start = 0
-                for index in 0..<count where chunk[index] == UInt8(ascii: "\n") {
+                let base = chunk.baseAddress!
+                while start < count, let found = memchr(base + start, 0x0A, count - start) {
+                    let index = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
                     if carry.isEmpty {
                         try line(UnsafeBufferPointer(rebasing: chunk[start..<index]), visit)
                     } else {
@@ -62,7 +66,7 @@ public struct ResultsStream {
         lines += 1
         if format == .csv && lines == 1 { return }  // the header
         if bytes.isEmpty { return }
-        if format == .ndjson, let record = Self.fastNDJSON(bytes, columns.catalog) {
+        if format == .ndjson, let record = Self.fastNDJSON(bytes, columns.catalog, &reasons) {
             visit(record)
             return
         }
@@ -75,7 +79,7 @@ public struct ResultsStream {
 
     /// One flat JSON object's members, the needed ones decoded; nil (take the slow path) for
     /// anything unusual: a nested value, an escape in a needed string, a number it cannot read.
-    static func fastNDJSON(_ b: UnsafeBufferPointer<UInt8>, _ catalog: ProviderCatalog) -> OutcomeRecord? {
+    static func fastNDJSON(_ b: UnsafeBufferPointer<UInt8>, _ catalog: ProviderCatalog, _ reasons: inout ReasonStrings) -> OutcomeRecord? {
         var fields = FastFields()
         var i = 0
         let n = b.count
@@ -103,9 +107,16 @@ public struct ResultsStream {
             let valueStart = i
             if b[i] == UInt8(ascii: "\"") {
                 i += 1
-                while i < n && b[i] != UInt8(ascii: "\"") {
-                    if b[i] == UInt8(ascii: "\\") { escaped = true; i += 1 }
-                    i += 1
+                // The closing quote by memchr (tokens are long); a backslash before it means escapes: byte by byte.
+                guard let quote = memchr(b.baseAddress! + i, 0x22, n - i) else { return nil }
+                let end = b.baseAddress!.distance(to: quote.assumingMemoryBound(to: UInt8.self))
+                if memchr(b.baseAddress! + i, 0x5C, end - i) == nil {
+                    i = end
+                } else {
+                    while i < n && b[i] != UInt8(ascii: "\"") {
+                        if b[i] == UInt8(ascii: "\\") { escaped = true; i += 1 }
+                        i += 1
+                    }
                 }
                 guard i < n else { return nil }
                 i += 1
@@ -113,7 +124,7 @@ public struct ResultsStream {
                 if b[i] == UInt8(ascii: "{") || b[i] == UInt8(ascii: "[") { return nil }
                 while i < n && b[i] != UInt8(ascii: ",") && b[i] != UInt8(ascii: "}") { i += 1 }
             }
-            guard fields.take(key, UnsafeBufferPointer(rebasing: b[valueStart..<i]), escaped: escaped, catalog) else { return nil }
+            guard fields.take(key, UnsafeBufferPointer(rebasing: b[valueStart..<i]), escaped: escaped, catalog, &reasons) else { return nil }
         }
         return fields.record
     }
@@ -136,33 +147,54 @@ struct FastFields {
     }
 
     /// Takes one member; false when its value is not what the fast path can read.
-    mutating func take(_ key: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, escaped: Bool, _ catalog: ProviderCatalog) -> Bool {
-        let isNull = value.elementsEqual("null".utf8)
-        switch key.count {
-        case 3 where key.elementsEqual("row".utf8): row = Self.integer(value); return row != nil
-        case 8 where key.elementsEqual("provider".utf8):
+    mutating func take(_ key: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, escaped: Bool, _ catalog: ProviderCatalog,
+                       _ reasons: inout ReasonStrings) -> Bool {
+        let isNull = value.count == 4 && value[value.startIndex] == UInt8(ascii: "n")
+        switch Self.field(key) {
+        case .row: row = Self.integer(value); return row != nil
+        case .provider:
             if isNull { return true }
             guard !escaped, value.count >= 2 else { return false }
             let name = UnsafeBufferPointer(rebasing: value[(value.startIndex + 1)..<(value.endIndex - 1)])
             provider = catalog.ids.first { $0.rawValue.utf8.elementsEqual(name) }
             return provider != nil
-        case 7 where key.elementsEqual("outcome".utf8):
-            outcome = OutcomeKind.allCases.first { "\"\($0.rawValue)\"".utf8.elementsEqual(value) }
+        case .outcome:
+            outcome = Self.outcomes.first { Self.same($0.quoted, value) }?.kind
             return outcome != nil
-        case 6 where key.elementsEqual("status".utf8): status = Self.integer(value); return isNull || status != nil
-        case 6 where key.elementsEqual("reason".utf8):
+        case .status: status = Self.integer(value); return isNull || status != nil
+        case .reason:
             if isNull { return true }
             guard !escaped, value.count >= 2 else { return false }
-            reason = String(decoding: UnsafeBufferPointer(rebasing: value[(value.startIndex + 1)..<(value.endIndex - 1)]), as: UTF8.self)
+            reason = reasons.text(UnsafeBufferPointer(rebasing: value[(value.startIndex + 1)..<(value.endIndex - 1)]))
             return true
-        case 8 where key.elementsEqual("attempts".utf8): attempts = Self.integer(value) ?? 0; return true
-        case 10 where key.elementsEqual("latency_ms".utf8):
+        case .attempts: attempts = Self.integer(value) ?? 0; return true
+        case .latency:
             if isNull { return true }
             latency = Self.milliseconds(value)
             return latency != nil
-        default: return true
+        case .other: return true
         }
     }
+
+    enum Field { case row, provider, outcome, status, reason, attempts, latency, other }
+    static let names: [(Field, [UInt8])] = [(.row, Array("row".utf8)), (.provider, Array("provider".utf8)), (.outcome, Array("outcome".utf8)),
+                                            (.status, Array("status".utf8)), (.reason, Array("reason".utf8)), (.attempts, Array("attempts".utf8)),
+                                            (.latency, Array("latency_ms".utf8))]
+
+    /// Which needed field a key names (compared byte for byte; most keys are skipped by length).
+    @inline(__always)
+    static func field(_ key: UnsafeBufferPointer<UInt8>) -> Field {
+        for (field, name) in names where name.count == key.count && same(name, key) { return field }
+        return .other
+    }
+
+    @inline(__always)
+    static func same(_ name: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        name.count == bytes.count && name.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, name.count) == 0 }
+    }
+
+    /// Each outcome's JSON string, quotes included.
+    static let outcomes: [(kind: OutcomeKind, quoted: [UInt8])] = OutcomeKind.allCases.map { ($0, Array("\"\($0.rawValue)\"".utf8)) }
 
     static func integer(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
         guard !bytes.isEmpty, bytes.count <= 18 else { return nil }
@@ -180,5 +212,20 @@ struct FastFields {
               let whole = integer(UnsafeBufferPointer(rebasing: bytes[bytes.startIndex..<dot])),
               let tenth = integer(UnsafeBufferPointer(rebasing: bytes[(dot + 1)...])) else { return nil }
         return Double(whole * 10 + tenth) / 10
+    }
+}
+
+/// Reasons repeat from line to line: the last few seen are kept, so a repeated one costs no new
+/// string (a bounded cache: a stream of distinct reasons only cycles it).
+struct ReasonStrings {
+    private var recent: [(bytes: [UInt8], text: String)] = []
+    static let kept = 32
+
+    mutating func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        if let found = recent.first(where: { $0.bytes.elementsEqual(bytes) }) { return found.text }
+        let text = String(decoding: bytes, as: UTF8.self)
+        if recent.count >= Self.kept { recent.removeFirst() }
+        recent.append((Array(bytes), text))
+        return text
     }
 }

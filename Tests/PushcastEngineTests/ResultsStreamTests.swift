@@ -52,12 +52,13 @@ final class ResultsStreamTests: XCTestCase {
     }
 
     func testFastPathDeclinesWhatItCannotReadAndDamageIsNamed() throws {
+        var cache = ReasonStrings()
         let line = #"{"row":3,"token":"ab","provider":"apns","outcome":"failed","status":400,"reason":"Bad\u0041","attempts":1,"latency_ms":1.5}"#
-        XCTAssertNil(Array(line.utf8).withUnsafeBufferPointer { ResultsStream.fastNDJSON($0, .standard) })
+        XCTAssertNil(Array(line.utf8).withUnsafeBufferPointer { ResultsStream.fastNDJSON($0, .standard, &cache) })
         let nested = #"{"row":3,"provider":"apns","outcome":"failed","extra":{"a":1}}"#
-        XCTAssertNil(Array(nested.utf8).withUnsafeBufferPointer { ResultsStream.fastNDJSON($0, .standard) })
+        XCTAssertNil(Array(nested.utf8).withUnsafeBufferPointer { ResultsStream.fastNDJSON($0, .standard, &cache) })
         let plain = #"{"row":3,"token":"ab","provider":"fcm","outcome":"pruned","status":404,"reason":"UNREGISTERED","attempts":2,"latency_ms":12.3}"#
-        let record = try XCTUnwrap(Array(plain.utf8).withUnsafeBufferPointer { ResultsStream.fastNDJSON($0, .standard) })
+        let record = try XCTUnwrap(Array(plain.utf8).withUnsafeBufferPointer { ResultsStream.fastNDJSON($0, .standard, &cache) })
         XCTAssertEqual(record.provider, .fcm)
         XCTAssertEqual(record.reason, "UNREGISTERED")
         XCTAssertEqual(record.latencyMilliseconds, 12.3)
