@@ -174,8 +174,8 @@ final class ReportTests: XCTestCase {
         }
     }
 
-    /// A campaign stopped by SIGTERM (exit 3): its report matches the summary it wrote, and says
-    /// it was interrupted; a report of the results alone (no summary: as if still running) works too.
+    /// A campaign reported while it runs, then stopped by SIGTERM (exit 3): its report matches the
+    /// summary it wrote and says it was interrupted; the results alone (no summary) report too.
     func testInterruptedCampaignReportMatchesItsSummary() throws {
         let campaign = try OperatorTests.makeCampaign(rows: 20_000)
         let mock = try FCMSendTests.Mock(directory: campaign.directory, extra: ["--latency-ms", "200"])
@@ -192,6 +192,12 @@ final class ReportTests: XCTestCase {
         while send.isRunning && Date() < deadline && ((try? FileManager.default.attributesOfItem(atPath: campaign.results))?[.size] as? Int ?? 0) < 200_000 {
             usleep(50_000)
         }
+        // A report of the campaign while it runs: the lines so far (the last one may be torn).
+        let live = d + "/live.html"
+        let midRun = try runPushcast(["report", campaign.results, "--html", live])
+        XCTAssertEqual(midRun.status, 0, midRun.stderr)
+        XCTAssertTrue(send.isRunning, "the campaign ended before the mid-run report")
+        XCTAssertTrue(try String(contentsOfFile: live, encoding: .utf8).contains("no summary: still running"))
         kill(send.processIdentifier, SIGTERM)
         send.waitUntilExit()
         XCTAssertEqual(send.terminationStatus, 3)
