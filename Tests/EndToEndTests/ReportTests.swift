@@ -132,6 +132,9 @@ final class ReportTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let demo = try runPushcast(["demo", "--rows", "6000", "--tokens", directory + "/tokens.csv", "--out", directory], seconds: 300)
         XCTAssertEqual(demo.status, 0, demo.stderr)
+        // `make demo > demo.log 2>&1`: a whole progress line a second, never a carriage return.
+        XCTAssertFalse(demo.stderr.contains("\r"), "a carriage return in the demo's log")
+        XCTAssertTrue(demo.stderr.split(separator: "\n").contains { $0.hasPrefix("6000/6000 rows (100%)") }, demo.stderr)
         let html = directory + "/report.html"
         let report = try runPushcast(["report", directory + "/tokens.results.ndjson", "--summary", directory + "/summary.json", "--html", html])
         XCTAssertEqual(report.status, 0, report.stderr)
