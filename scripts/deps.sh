@@ -8,10 +8,14 @@
 #   openssl                                  the openssl CLI: certificate-auth tests make .p12 and PEM files with it
 #   munge slurmctld slurmd slurm-client      a one-node Slurm (scripts/slurm-local.sh) for the Slurm end-to-end test
 #   python3-venv                             scripts/venv.sh makes .venv (kubernetes-validate, PyYAML) with Debian's python3
+#   prometheus prometheus-node-exporter      promtool checks --metrics-file, node_exporter's textfile collector serves it (MetricsTests)
+#   python3-h2                               Tests/Ops/hostile_reasons.py: an HTTP/2 server answering 10,000 distinct reasons (MetricsTests)
+#   chromium                                 headless Chromium renders pushcast report's HTML in the report tests (ReportTests)
 set -euo pipefail
 
 packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl
-          munge slurmctld slurmd slurm-client python3-venv)
+          munge slurmctld slurmd slurm-client python3-venv
+          prometheus prometheus-node-exporter python3-h2 chromium)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

@@ -7,6 +7,10 @@
 #include <errno.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 unsigned curing_reap(struct io_uring *ring, struct curing_completion *out, unsigned max) {
     struct io_uring_cqe *cqe;
@@ -49,4 +53,18 @@ int curing_enable_rings(struct io_uring *ring) {
 
 int curing_reserve_space(int fd, int64_t offset, int64_t length) {
     return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
+}
+
+int curing_library_path(char *out, size_t size) {
+    Dl_info info;
+    if (dladdr((void *)&io_uring_queue_init, &info) == 0 || info.dli_fname == NULL) {
+        return -1;
+    }
+    char resolved[PATH_MAX];
+    const char *path = realpath(info.dli_fname, resolved) != NULL ? resolved : info.dli_fname;
+    if (strlen(path) + 1 > size) {
+        return -1;
+    }
+    memcpy(out, path, strlen(path) + 1);
+    return 0;
 }

@@ -32,7 +32,7 @@ public struct CommandGroup: Sendable {
 
     /// What the first argument chose.
     public enum Selection: Sendable {
-        /// `pushcast --help`, `pushcast -h`, `pushcast help` or `pushcast help <command>`:
+        /// `pushcast` alone, `pushcast --help`, `pushcast -h`, `pushcast help` or `pushcast help <command>`:
         /// print this text to stdout and exit 0.
         case help(String)
         /// A subcommand, with the arguments that follow it.
@@ -47,9 +47,8 @@ public struct CommandGroup: Sendable {
 
     /// Picks the subcommand named by `arguments[0]` (arguments exclude the program name).
     public func select(_ arguments: [String]) throws(CommandLineError) -> Selection {
-        guard let first = arguments.first else {
-            throw error("missing command; expected one of \(commandWords.joined(separator: ", "))")
-        }
+        // No command at all: the overview, as `--help` prints it.
+        guard let first = arguments.first else { return .help(helpText()) }
         if first == "-h" || first == "--help" { return .help(helpText()) }
         if first == "help" {
             guard let topic = arguments.dropFirst().first else { return .help(helpText()) }

@@ -102,9 +102,9 @@ public final class LaneBoard {
     /// Wakes every worker's poll (it then sees the run's stop flags).
     func wakeAll() { for wiring in wirings { wiring.feeder.wake() } }
 
-    func figures() -> [ProgressLine.LaneFigures] {
+    func figures() -> [CampaignProgress.LaneFigures] {
         wirings.map { wiring in
-            ProgressLine.LaneFigures(provider: wiring.lane.provider,
+            CampaignProgress.LaneFigures(provider: wiring.lane.provider,
                                      inFlight: wiring.gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
                                      retries: wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
         }
@@ -177,35 +177,3 @@ public final class LaneFeeder {
 }
 
 
-/// The progress line on stderr: done/total, rate, ETA, and per provider: done, in flight, retries.
-public struct ProgressLine {
-    public struct LaneFigures {
-        let provider: ProviderID
-        let inFlight: Int
-        let retries: Int
-    }
-
-    let total: Int?
-    let start: UInt64
-
-    func render(summary: CampaignSummary, lanes: [LaneFigures], now: UInt64) -> String {
-        let done = summary.rows
-        let seconds = max(0.001, Double(now - start) / 1e9)
-        let rate = Double(done) / seconds
-        var line = "\r"
-        if let total, total > 0 {
-            let percent = min(100, Double(done) * 100 / Double(total))
-            line += String(format: "%d/%d rows (%.0f%%)", done, total, percent)
-            let remaining = max(0, total - done)
-            if rate > 0 { line += String(format: "  ETA %.0fs", Double(remaining) / rate) }
-        } else {
-            line += "\(done) rows"
-        }
-        line += String(format: "  %.0f/s", rate)
-        for lane in lanes {
-            let sent = summary.byProvider[lane.provider]?.rows ?? 0
-            line += "  \(lane.provider.rawValue) \(sent) done, \(lane.inFlight) in flight, \(lane.retries) retries"
-        }
-        return line + "   "
-    }
-}

@@ -88,7 +88,9 @@ final class CampaignLoop<Crew: CampaignCrew> {
     private let board: LaneBoard
     private let outcomes: OutcomeChannel
     private let sinks: [OutcomeSink]
-    private let progress: ProgressLine?
+    private let observers: [CampaignObserver]
+    private let totalRows: Int?
+    private let start: UInt64
     private let log: (String) -> Void
     private(set) var summary = CampaignSummary()
     private let feedLanes: [[LaneFeeder]]
@@ -110,7 +112,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
     private static var rowsPerTurn: Int { 8192 }
 
     init(feeds: [CampaignFeed], crew: Crew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
-         progress: ProgressLine?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
+         observers: [CampaignObserver], totalRows: Int?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
         self.interruption = interruption
         self.durability = durability
         feedKeys = feeds.map { feed in feed.preparer.sends.sorted { $0.position < $1.position }.map(\.rawValue).joined(separator: "+") }
@@ -122,7 +124,9 @@ final class CampaignLoop<Crew: CampaignCrew> {
         board = crew.board
         self.outcomes = outcomes
         self.sinks = sinks
-        self.progress = progress
+        self.observers = observers
+        self.totalRows = totalRows
+        self.start = start
         self.log = log
         lastProgress = start
         feedLanes = feeds.map { feed in feed.preparer.sends.compactMap { crew.board.feeder($0) } }
@@ -145,7 +149,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
             flushSinks(final: false)
             let now = crew.nowNanoseconds()
             syncIfDue(now: now)
-            if progress != nil, now - lastProgress >= 250_000_000 {
+            if !observers.isEmpty, now - lastProgress >= 250_000_000 {
                 lastProgress = now
                 showProgress(summary: summary, last: false)
             }
@@ -158,10 +162,13 @@ final class CampaignLoop<Crew: CampaignCrew> {
         }
     }
 
+    /// Hands the observers a look at the run (`last`: the finished summary).
     func showProgress(summary: CampaignSummary, last: Bool) {
-        guard let progress else { return }
-        let draining = interruptedBecause != nil && !last ? "  draining" : ""
-        log(progress.render(summary: summary, lanes: board.figures(), now: crew.nowNanoseconds()) + draining + (last ? "\n" : ""))
+        guard !observers.isEmpty else { return }
+        let progress = CampaignProgress(summary: summary, lanes: board.figures(), totalRows: totalRows,
+                                        elapsedNanoseconds: crew.nowNanoseconds() &- start, isFinal: last,
+                                        isDraining: interruptedBecause != nil)
+        for observer in observers { observer.observe(progress) }
     }
 
     /// The first stop signal stops reading and sending new rows; answers in flight then have the

@@ -115,6 +115,8 @@ public final class CampaignRun {
     /// The journal, and what earlier runs of this campaign left (`--resume`); nil: no journal
     /// (stdin, tests).
     public var durability: CampaignDurability?
+    /// Follow the run as it goes (progress, metrics); `output.progress` adds the terminal line.
+    public var observers: [CampaignObserver] = []
 
     public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, totalRows: Int?,
                 started: ((OutcomeChannel) -> Void)? = nil, log: @escaping (String) -> Void) {
@@ -154,7 +156,7 @@ public final class CampaignRun {
         let crew = makeCrew(lanes, outcomes)
         let start = crew.nowNanoseconds()
         let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: sinks, start: start,
-                                progress: output.progress ? ProgressLine(total: totalRows, start: start) : nil,
+                                observers: observers + (output.progress ? [TerminalProgressLine(log: log)] : []), totalRows: totalRows,
                                 interruption: interruption, durability: durability, log: log)
         loop.run()
         crew.join()

@@ -51,7 +51,7 @@ public struct RecoveredResults {
         return recovered
     }
 
-    static func parseNDJSON(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
+    public static func parseNDJSON(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
               let row = object["row"] as? Int, row >= 1,
               let outcome = (object["outcome"] as? String).flatMap(OutcomeKind.init(rawValue:)) else { return nil }
@@ -67,7 +67,7 @@ public struct RecoveredResults {
 
     /// `row,id,token,provider,outcome,status,reason,` the message-id columns,
     /// `unregistered_at,attempts,latency_ms,duplicate_of,error` (`ResultColumns`).
-    static func parseCSV(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
+    public static func parseCSV(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
         let k = columns.fields.count
         guard let f = splitCSV(text), f.count == 12 + k, let row = Int(f[0]), row >= 1,
               let outcome = OutcomeKind(rawValue: f[4]) else { return nil }

@@ -55,7 +55,7 @@ public final class Reactor {
                 guard let result = failure.queueInitResult else { throw ReactorError(failure.description) }
                 switch fallbackAfterURingInitFailure(result: result, requested: nil) {
                 case .useEpoll(let notice):
-                    writeStandardError(notice)
+                    ReactorNotices.write(notice)
                     return try EpollBackend(configuration: configuration, slots: slots)
                 case .fail(let description):
                     throw ReactorError(description)

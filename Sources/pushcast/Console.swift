@@ -7,8 +7,9 @@ enum Console {
         StandardStream.output.write(text + "\n")
     }
 
+    /// A message for the person or the log pipeline (stderr, in `--log-format`).
     static func error(_ text: String) {
-        StandardStream.error.write(text + "\n")
+        log(text)
     }
 }
 

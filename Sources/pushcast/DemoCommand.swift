@@ -24,6 +24,9 @@ enum DemoCommand {
             .value("connections", metavar: "N", help: "connections to APNs", defaultDescription: "4"),
             .value("fcm-connections", metavar: "N", help: "connections to FCM", defaultDescription: "4"),
             .value("out", metavar: "DIR", help: "where the results and prune files go", defaultDescription: "a new temporary directory"),
+            .value("progress-interval", metavar: "TIME", help: "where stderr is not a terminal: a whole progress line every TIME", defaultDescription: "1s"),
+            OperatorOptions.logFormat,
+            .value("metrics-file", metavar: "FILE", help: "also write the campaign's Prometheus metrics here (as send --metrics-file)"),
             CommonOptions.io,
         ])
 
@@ -108,7 +111,7 @@ enum DemoCommand {
             "--workers", "1", "--campaign", "demo",
             "--results", out + "/tokens.results.ndjson", "--prune", out + "/tokens.prune.csv",
             "--summary", out + "/summary.json", "--progress", "--force",
-        ]
+        ] + OperatorOptions.demoArguments(parsed)
         if let io = parsed.value("io") { arguments += ["--io", io] }
         let status: ExitStatus
         switch try SendCommand.spec.parse(arguments) {

@@ -66,11 +66,11 @@ enum SendCommand {
         .flag("resume", help: "go on with this campaign where its results and journal say it stopped (the same command line); starts it when it never ran"),
         .flag("force", help: "start the campaign over: truncate a results file that already holds lines"),
         .value("fsync", metavar: "batch|always|never", help: "how often results and the journal are made durable on disk", defaultDescription: "batch (every 100 ms)"),
-        .flag("progress", help: "show progress on stderr even when it is not a terminal"),
+        .flag("progress", help: "show progress on stderr even when it is not a terminal (then as a whole line every --progress-interval)"),
         .flag("quiet", help: "no progress line"),
         .flag("dry-run", help: "check everything without connecting (same as pushcast check)"),
         CommonOptions.io,
-    ]
+    ] + OperatorOptions.options
 
     static let spec = CommandSpec(
         name: "pushcast send",
@@ -672,7 +672,7 @@ enum SendCommand {
             resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
             prunePath: plan.shard.expand(parsed.value("prune") ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".prune.csv"),
             summaryPath: parsed.value("summary").map { plan.shard.expand($0) },
-            progress: !parsed.flag("quiet") && (parsed.flag("progress") || StandardStream.error.isTerminal))
+            progress: OperatorOptions.redrawnProgress(parsed))
         output.identity = CampaignIdentity(shard: plan.shard.isSplit ? plan.shard : nil, campaign: plan.campaign, input: plan.inputFingerprint,
                                            inputRows: plan.inputRows)
         return output
@@ -711,15 +711,16 @@ enum SendCommand {
         }
         startJitter(tuning.startJitter, quiet: parsed.flag("quiet"))
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
-                              started: { stopBox.attach($0) }, log: { StandardStream.error.write($0) })
+                              started: { stopBox.attach($0) }, log: Console.engineLog(redrawnLine: output.progress))
         run.durability = durability
+        run.observers = try OperatorOptions.observers(parsed, output: output, durability: durability, shard: plan.shard)
         // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
         // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
         run.interruption = Interruption(signals: { StopSignals.received }, signalName: { StopSignals.lastName },
                                         drainNanoseconds: tuning.drainNanoseconds)
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }
-        Console.error(summary.text)
+        Console.summary(summary)
         if let tokens = fcm?.tokens { Console.error("fcm: \(tokens.fetchCount) access-token requests") }
         Console.error("results: \(output.resultsPath)\nprune:   \(output.prunePath)")
         if let reason = summary.stoppedBecause { Console.error("pushcast: stopped: \(reason)") }

@@ -6,11 +6,14 @@ import PushcastCommandLine
 let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
-    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec])
+    commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec,
+               ReportCommand.spec, VersionCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
+    Console.use(LogFormat.scan(arguments))
     do {
-        switch try group.select(arguments) {
+        // `pushcast --version` is `pushcast version`.
+        switch try group.select(arguments.first == "--version" ? ["version"] + arguments.dropFirst() : arguments) {
         case .help(let text):
             Console.out(text.hasSuffix("\n") ? String(text.dropLast()) : text)
             return ExitStatus.success.rawValue
@@ -28,18 +31,20 @@ func runMain(_ arguments: [String]) -> Int32 {
                 case DemoCommand.spec.name: return try DemoCommand.run(parsed).rawValue
                 case SimulateCommand.spec.name: return try SimulateCommand.run(parsed).rawValue
                 case MergeCommand.spec.name: return try MergeCommand.run(parsed).rawValue
+                case VersionCommand.spec.name: return try VersionCommand.run(parsed).rawValue
+                case ReportCommand.spec.name: return try ReportCommand.run(parsed).rawValue
                 default: preconditionFailure("unhandled command \(spec.name)")
                 }
             }
         }
     } catch let error as CommandLineError {
-        Console.error(error.description)
+        Console.log(error.description, level: "error")
         return error.exitCode
     } catch let error as CommandFailure {
-        Console.error("pushcast: \(error.description)")
+        Console.log("pushcast: \(error.description)", level: "error")
         return ExitStatus.stopped.rawValue
     } catch {
-        Console.error("pushcast: \(error)")
+        Console.log("pushcast: \(error)", level: "error")
         return ExitStatus.stopped.rawValue
     }
 }

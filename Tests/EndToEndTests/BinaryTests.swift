@@ -60,8 +60,10 @@ final class BinaryTests: XCTestCase {
         let badNumber = try run(["bench", "-c", "many"])
         XCTAssertEqual(badNumber.status, 2)
         XCTAssertTrue(badNumber.stderr.contains("many"), badNumber.stderr)
+        // No command at all prints the --help overview (issue 15).
         let noCommand = try run([])
-        XCTAssertEqual(noCommand.status, 2)
+        XCTAssertEqual(noCommand.status, 0)
+        XCTAssertEqual(noCommand.stdout, try run(["--help"]).stdout)
         let badEndpoint = try run(["bench", "--endpoint", "http://127.0.0.1:1"])
         XCTAssertEqual(badEndpoint.status, 2)
         XCTAssertTrue(badEndpoint.stderr.contains("https://"), badEndpoint.stderr)

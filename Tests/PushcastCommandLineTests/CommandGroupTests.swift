@@ -67,8 +67,10 @@ final class CommandGroupTests: XCTestCase {
                        "unknown command 'frobnicate'; expected one of send, bench, mock")
     }
 
-    func testMissingCommandAndLeadingOption() {
-        XCTAssertEqual(selectError([])?.message, "missing command; expected one of send, bench, mock")
+    func testNoCommandIsTheOverviewAndLeadingOptionIsAnError() throws {
+        // `pushcast` alone prints what `pushcast --help` prints (issue 15), not an error.
+        guard case .help(let text) = try select([]) else { return XCTFail("no arguments") }
+        XCTAssertEqual(text, group.helpText())
         XCTAssertEqual(selectError(["--json", "bench"])?.message, "expected a command before options, got '--json'")
     }
 

@@ -48,4 +48,10 @@ int curing_accept_nonblocking(int fd);
 /// writes there cannot fail for want of space. Returns 0, or -1 with errno set.
 int curing_reserve_space(int fd, int64_t offset, int64_t length);
 
+/// Why: liburing 2.3 has no call that returns its version (io_uring_major_version came in 2.4),
+/// so `pushcast version` reads it from the file the dynamic linker loaded io_uring_queue_init
+/// from, resolved through its symlinks (liburing.so.2 -> liburing.so.2.3). Writes that path into
+/// `out` (NUL-terminated); returns 0, or -1 when there is none (a static link) or it is too long.
+int curing_library_path(char *out, size_t size);
+
 #endif
