@@ -113,7 +113,7 @@ def check_send_job(job):
     drain = seconds(option(args, "--drain-timeout"))
     grace = pod.get("terminationGracePeriodSeconds", 30)
     check(grace > drain, f"terminationGracePeriodSeconds {grace} is not above --drain-timeout {drain:g} s")
-    for name in ("--results", "--prune", "--summary"):
+    for name in ("--results", "--prune", "--summary", "--metrics-file"):
         check("{shard}" in option(args, name), f"{name} has no {{shard}}: the shards would share one file")
     print(f"send Job: Indexed, {shards} completions = parallelism, backoffLimitPerIndex {spec['backoffLimitPerIndex']}, "
           f"DisruptionTarget ignored, podReplacementPolicy Failed, grace {grace} s > drain {drain:g} s")

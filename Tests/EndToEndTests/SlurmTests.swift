@@ -175,6 +175,13 @@ final class SlurmTests: XCTestCase {
         }
         let resumedLog = (try? String(contentsOfFile: "\(directory)/slurm-\(resubmitted)_3.out", encoding: .utf8)) ?? ""
         XCTAssertTrue(resumedLog.contains("shard 3/4"), resumedLog)
+        XCTAssertFalse(resumedLog.contains("\r"), "a Slurm .out gets whole progress lines, never a carriage return")
+        for index in 0..<Self.shards {
+            // The sbatch script's --metrics-file: one per shard, ending with the shard's success.
+            let metrics = (try? String(contentsOfFile: "\(directory)/shards/metrics-\(index).prom", encoding: .utf8)) ?? ""
+            XCTAssertTrue(metrics.contains("pushcast_campaign_last_success_timestamp_seconds{"), "shard \(index): \(metrics.prefix(300))")
+            XCTAssertTrue(metrics.contains("shard=\"\(index)/\(Self.shards)\""), "shard \(index)'s metrics carry its shard label: \(metrics.prefix(300))")
+        }
 
         let merge = try runPushcast(["merge", "--input", directory + "/tokens.csv", "--shards", "\(Self.shards)",
                                      "--results-pattern", directory + "/shards/results-{shard}.ndjson",
