@@ -11,13 +11,13 @@ final class MockProcess {
     let logPath: String
     private let out: Pipe
 
-    /// Starts `pushcast mock` with `arguments` (plus --write-ca and --log into `directory`) and
-    /// reads stdout until every key in `waitFor` has been printed.
-    init(directory: String, arguments: [String], waitFor: [String]) throws {
+    /// Starts `pushcast mock` with `arguments` (plus --write-ca and, unless `log` is false, --log
+    /// into `directory`) and reads stdout until every key in `waitFor` has been printed.
+    init(directory: String, arguments: [String], waitFor: [String], log: Bool = true) throws {
         caFile = directory + "/ca.pem"
         logPath = directory + "/mock.log"
         process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
-        process.arguments = ["mock", "--write-ca", caFile, "--log", logPath] + arguments
+        process.arguments = ["mock", "--write-ca", caFile] + (log ? ["--log", logPath] : []) + arguments
         out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
