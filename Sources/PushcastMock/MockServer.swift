@@ -141,6 +141,8 @@ public final class MockServer: @unchecked Sendable {
         var authorityPEM: String? = nil
         do {
             var tlsConfiguration = TLSConfiguration()
+            // As APNs: a client that offers no ALPN (aioapns) speaks HTTP/2 by prior knowledge.
+            tlsConfiguration.acceptsClientsWithoutALPN = true
             switch configuration.certificate {
             case .files(let chain, let key):
                 tlsConfiguration.certificateChainFile = chain
@@ -231,6 +233,9 @@ public final class MockServer: @unchecked Sendable {
                 publicKey = try RS256Signer(account: account).publicKey()
                 if account.tokenURI != tokenURI { audiences.append(account.tokenURI) }
             }
+            // Google's own endpoint as well: the mock's certificate names oauth2.googleapis.com, and
+            // google-auth (firebase-admin) always signs for it, whatever the key file's token_uri.
+            if !audiences.contains(Self.googleTokenURI) { audiences.append(Self.googleTokenURI) }
             let verifiers = audiences.map { OAuthAssertionVerifier(publicKey: publicKey, issuer: issuer, audience: $0) }
             let setup = MockFCMSetup(projectID: projectID, sendPath: FCMProvider.sendPath(project: projectID), verifiers: verifiers)
             let announced = MockFCMEndpoint(port: port, endpoint: endpoint, tokenURI: tokenURI, credentialsPath: credentialsPath, projectID: projectID)
@@ -241,6 +246,9 @@ public final class MockServer: @unchecked Sendable {
             throw MockServerError(description: "mock FCM credentials: \(error)")
         }
     }
+
+    /// The audience Google's token endpoint checks assertions against.
+    static let googleTokenURI = "https://oauth2.googleapis.com/token"
 
     /// The address clients use: loopback for a wildcard listener, brackets around IPv6.
     static func advertisedHost(_ host: String) -> String {

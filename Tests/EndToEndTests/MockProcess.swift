@@ -13,11 +13,14 @@ final class MockProcess {
 
     /// Starts `pushcast mock` with `arguments` (plus --write-ca and, unless `log` is false, --log
     /// into `directory`) and reads stdout until every key in `waitFor` has been printed.
-    init(directory: String, arguments: [String], waitFor: [String], log: Bool = true) throws {
+    /// `launcher` runs the binary through another program (its path and arguments, the binary's
+    /// path and arguments appended), e.g. into a network namespace of its own (InteropClientTests).
+    init(directory: String, arguments: [String], waitFor: [String], log: Bool = true, launcher: [String] = []) throws {
         caFile = directory + "/ca.pem"
         logPath = directory + "/mock.log"
-        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
-        process.arguments = ["mock", "--write-ca", caFile] + (log ? ["--log", logPath] : []) + arguments
+        let command = launcher + [BinaryTests.binary, "mock", "--write-ca", caFile] + (log ? ["--log", logPath] : []) + arguments
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
