@@ -8,16 +8,18 @@
 #   openssl                                  the openssl CLI: certificate-auth tests make .p12 and PEM files with it
 #   munge slurmctld slurmd slurm-client      a one-node Slurm (scripts/slurm-local.sh) for the Slurm end-to-end test
 #   python3-venv                             scripts/venv.sh makes .venv (kubernetes-validate, PyYAML) with Debian's python3
-#   curl iproute2                            interop tests: curl as an HTTP/2 client of the mock; `ip` brings up loopback in
-#                                            the network namespace where the mock plays api.push.apple.com:443 (util-linux's unshare)
 set -euo pipefail
 
 packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl
-          munge slurmctld slurmd slurm-client python3-venv curl iproute2)
+          munge slurmctld slurmd slurm-client python3-venv)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
+
+# curl iproute2: the interop tests (InteropClientTests): curl as an HTTP/2 client of the mock; `ip`
+# brings up loopback in the network namespace where the mock plays api.push.apple.com:443.
+packages+=(curl iproute2)
 
 missing=()
 for package in "${packages[@]}"; do
