@@ -65,6 +65,13 @@ def start_mock(pushcast, work, name):
     return mock, port, ca
 
 
+def with_mock_cpu(result, mock):
+    """The mock's own CPU (wait4 rusage after it stopped: start-up, the run, shutdown), beside the
+    client's, so a table shows whether the mock could have limited the run."""
+    result["mock_cpu"] = mock.cpu_seconds
+    return result
+
+
 def run_send(pushcast, work, tokens, rows, options, key, label, mock_binary=None, older=False):
     if older:
         # No --force for a baseline (older builds lack it): its earlier run's files go instead, so
@@ -87,10 +94,11 @@ def run_send(pushcast, work, tokens, rows, options, key, label, mock_binary=None
             raise BenchmarkError("%s: pushcast send exited %s:\n%s" % (label, client.exit_code, client.stderr()))
         with open(os.path.join(work, label + ".summary.json")) as f:
             summary = json.load(f)
-        return {"argv": argv, "rows": rows, "delivered": summary["outcomes"]["delivered"], "cpu": client.cpu_seconds,
+        result = {"argv": argv, "rows": rows, "delivered": summary["outcomes"]["delivered"], "cpu": client.cpu_seconds,
                 "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib, "rate": summary["notifications_per_second"]}
     finally:
         mock.stop()
+    return with_mock_cpu(result, mock)
 
 
 FAKE_JWT = ("eyJhbGciOiJFUzI1NiIsImtpZCI6IkJFTkNIS0VZMDEifQ.eyJpc3MiOiJCRU5DSFRFQU0xIiwiaWF0IjoxNzk2MDAwMDAwfQ."
@@ -126,10 +134,11 @@ def run_transport(pushcast, work, rows, options):
         if client.exit_code != 0:
             raise BenchmarkError("pushcast bench exited %s:\n%s" % (client.exit_code, client.stderr()))
         report = json.loads(client.stdout())
-        return {"argv": argv, "rows": rows, "delivered": report["succeeded"], "cpu": client.cpu_seconds,
+        result = {"argv": argv, "rows": rows, "delivered": report["succeeded"], "cpu": client.cpu_seconds,
                 "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib}
     finally:
         mock.stop()
+    return with_mock_cpu(result, mock)
 
 
 def run_h2load(pushcast, work, rows, options):
@@ -149,10 +158,11 @@ def run_h2load(pushcast, work, rows, options):
         if not client.wait(options.timeout):
             raise BenchmarkError("h2load ran past %d s" % options.timeout)
         parsed = parse_h2load(client.stdout())
-        return {"argv": argv, "rows": rows, "delivered": parsed.get("succeeded"), "cpu": client.cpu_seconds,
+        result = {"argv": argv, "rows": rows, "delivered": parsed.get("succeeded"), "cpu": client.cpu_seconds,
                 "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib}
     finally:
         mock.stop()
+    return with_mock_cpu(result, mock)
 
 
 def baseline_table(options, work, tokens, key, per_notification, median):
@@ -227,12 +237,19 @@ def main(argv):
         us_send = median([per_notification(r) for r in sends])
         us_h2 = median([per_notification(r) for r in h2s])
         us_transport = median([per_notification(r) for r in transports])
-        lines += ["| client | rows / requests | delivered | client CPU µs per notification | wall s | peak RSS MiB |",
-                  "|---|---:|---:|---:|---:|---:|",
-                  "| pushcast send (full job) | %d | %d | %.2f | %.2f | %.1f |" % (send["rows"], send["delivered"], us_send, send["wall"], send["rss_kib"] / 1024),
-                  "| pushcast bench, h2load's requests (transport alone) | %d | %s | %.2f | %.2f | %.1f |"
-                  % (transport["rows"], transport["delivered"], us_transport, transport["wall"], transport["rss_kib"] / 1024),
-                  "| h2load (same requests) | %d | %s | %.2f | %.2f | %.1f |" % (h2["rows"], h2["delivered"], us_h2, h2["wall"], h2["rss_kib"] / 1024),
+        def mock_us(runs):
+            return median([r["mock_cpu"] * 1e6 / max(1, r["delivered"] or 1) for r in runs])
+
+        lines += ["| client | rows / requests | delivered | client CPU µs per notification | mock CPU µs per notification "
+                  "| wall s | peak RSS MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|",
+                  "| pushcast send (full job) | %d | %d | %.2f | %.2f | %.2f | %.1f |"
+                  % (send["rows"], send["delivered"], us_send, mock_us(sends), send["wall"], send["rss_kib"] / 1024),
+                  "| pushcast bench, h2load's requests (transport alone) | %d | %s | %.2f | %.2f | %.2f | %.1f |"
+                  % (transport["rows"], transport["delivered"], us_transport, mock_us(transports), transport["wall"],
+                     transport["rss_kib"] / 1024),
+                  "| h2load (same requests) | %d | %s | %.2f | %.2f | %.2f | %.1f |"
+                  % (h2["rows"], h2["delivered"], us_h2, mock_us(h2s), h2["wall"], h2["rss_kib"] / 1024),
                   "", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2),
                   "", "pushcast's transport alone / h2load: **%.2f** (the floor under the full job's ratio: the same HTTP/2 "
                   "library does the HPACK work for both)" % (us_transport / us_h2)]

@@ -434,19 +434,22 @@ def markdown(rows, options, machine):
              "TLS on 127.0.0.1. nghttpd serves a static file for the path, with `-m 1000`."
              % (options.requests, len(BODY), REQUEST_PATH, options.connections, options.streams), "",
              "## Clients", "",
-             "| server | client | requests | succeeded | req/s | client CPU µs/req | p50 µs | p99 µs | mean µs | client peak RSS KiB |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| server | client | requests | succeeded | req/s | client CPU µs/req | server CPU µs/req | p50 µs | p99 µs | mean µs "
+             "| client peak RSS KiB |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         if "succeeded" not in row:
-            lines.append("| %s | %s | %s | — | — | — | — | — | — | — |" % (row["server"], row["client"], fmt(row["requests"])))
+            lines.append("| %s | %s | %s | — | — | — | — | — | — | — | — |" % (row["server"], row["client"], fmt(row["requests"])))
             continue
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             row["server"], row["client"], fmt(row["requests"]), fmt(row["succeeded"]),
             fmt(row.get("requests_per_second"), 0), fmt(row.get("client_cpu_us_per_request"), 2),
+            fmt(row.get("server_cpu_us_per_request"), 2),
             fmt(row.get("latency_p50_us"), 0), fmt(row.get("latency_p99_us"), 0),
             fmt(row.get("latency_mean_us"), 0), fmt(row.get("client_peak_rss_kib"))))
     lines += ["", "p50/p99 come from pushcast's histogram; h2load reports only min/max/mean/sd per request.",
-              "Client CPU is user+sys time of the client process (wait4 rusage) divided by succeeded requests.", ""]
+              "Client CPU is user+sys time of the client process (wait4 rusage) divided by succeeded requests; server "
+              "CPU the same for the server, beside it, so a row whose server needed as much CPU as its client shows it.", ""]
 
     has_pushcast = any(row["client"] == "pushcast" for row in rows)
     if has_pushcast:
@@ -470,10 +473,12 @@ def markdown(rows, options, machine):
             lines.append("| %s | — | — | — |" % server)
     mock, reference = find(rows, "pushcast mock", "h2load"), find(rows, "nghttpd", "h2load")
     lines.append("")
-    if has_pushcast:
-        lines.append("pushcast mock / nghttpd: req/s %s, server CPU µs/req %s." % (
-            ratio(mock and mock["requests_per_second"], reference and reference["requests_per_second"]),
-            ratio(mock and mock["server_cpu_us_per_request"], reference and reference["server_cpu_us_per_request"])))
+    if mock and reference:
+        lines.append("pushcast mock / nghttpd, h2load as the client: req/s %s, server CPU µs/req %s "
+                     "(nghttpd's CPU per request is %s× the mock's)." % (
+                         ratio(mock.get("requests_per_second"), reference.get("requests_per_second")),
+                         ratio(mock.get("server_cpu_us_per_request"), reference.get("server_cpu_us_per_request")),
+                         ratio(reference.get("server_cpu_us_per_request"), mock.get("server_cpu_us_per_request"))))
     lines += ["Server CPU covers the server's whole life (start-up, the run, shutdown), from wait4 after SIGINT.", ""]
 
     errors = [row for row in rows if "error" in row]

@@ -21,6 +21,10 @@ is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
+# curl iproute2: the interop tests (InteropClientTests): curl as an HTTP/2 client of the mock; `ip`
+# brings up loopback in the network namespace where the mock plays api.push.apple.com:443.
+packages+=(curl iproute2)
+
 missing=()
 for package in "${packages[@]}"; do
     is_installed "$package" || missing+=("$package")

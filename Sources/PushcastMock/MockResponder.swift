@@ -231,8 +231,8 @@ final class MockResponder: ServerResponder {
     func connectionClosed(_ connection: ServerConnectionControl) {
         statistics.connectionsOpen -= 1
         statistics.streamsOpenMax = max(statistics.streamsOpenMax, connection.streamsOpenMax)
-        statistics.streamsOpenMaxSumOverConnections += connection.streamsOpenMax
-        statistics.streamsOpenMaxPerConnection.append(connection.streamsOpenMax)
+        statistics.streamsOpenMaxPerConnection.record(connection.streamsOpenMax)
+        statistics.streamsPerConnection.record(connection.requestCount)
         rejectedConnections.remove(connection.id)
         authenticatedConnections.remove(connection.id)
         changed = true

@@ -9,7 +9,8 @@ import PushcastWire
 public enum MockCertificate: Sendable {
     /// Use these PEM files.
     case files(certificateChain: String, privateKey: String)
-    /// Make a throw-away CA and a certificate for localhost and 127.0.0.1 in `directory`.
+    /// Make a throw-away CA and a certificate for `MockServerConfiguration.certificateHosts` in
+    /// `directory`.
     case generated(directory: String)
 }
 
@@ -18,6 +19,10 @@ public struct MockServerConfiguration: Sendable {
     public var port: UInt16 = 0
     public var workers = 1
     public var certificate: MockCertificate
+    /// The names and addresses a generated certificate is good for (`--hosts`): by default the
+    /// hosts that real APNs and FCM clients verify, and loopback, so an unmodified client can be
+    /// pointed at the mock with its CA file and a name-resolution override (README: pushcast mock).
+    public var certificateHosts = MockServerConfiguration.defaultCertificateHosts
     public var limits = Limits()
     public var reactor = ReactorConfiguration()
     public var behavior = MockBehavior()
@@ -42,6 +47,11 @@ public struct MockServerConfiguration: Sendable {
     public var fcm: MockFCMConfiguration? = nil
 
     public init(certificate: MockCertificate) { self.certificate = certificate }
+
+    public static let defaultCertificateHosts = [
+        "api.push.apple.com", "api.sandbox.push.apple.com", "api.development.push.apple.com",
+        "fcm.googleapis.com", "oauth2.googleapis.com", "localhost", "127.0.0.1", "::1",
+    ]
 }
 
 public struct MockServerError: Error, CustomStringConvertible {
@@ -131,14 +141,15 @@ public final class MockServer: @unchecked Sendable {
         var authorityPEM: String? = nil
         do {
             var tlsConfiguration = TLSConfiguration()
+            // As APNs: a client that offers no ALPN (aioapns) speaks HTTP/2 by prior knowledge.
+            tlsConfiguration.acceptsClientsWithoutALPN = true
             switch configuration.certificate {
             case .files(let chain, let key):
                 tlsConfiguration.certificateChainFile = chain
                 tlsConfiguration.privateKeyFile = key
             case .generated(let directory):
                 let authority = try CertificateFactory.makeAuthority(commonName: "pushcast mock CA")
-                let leaf = try authority.issue(commonName: "localhost", dnsNames: ["localhost"],
-                                               ipAddresses: ["127.0.0.1", "::1"], serverAuth: true, clientAuth: false)
+                let leaf = try authority.issueServer(hosts: configuration.certificateHosts)
                 let chainPath = directory + "/mock-cert.pem", keyPath = directory + "/mock-key.pem"
                 try writeSecret(leaf.certificatePEM + authority.certificatePEM, to: chainPath)
                 try writeSecret(leaf.privateKeyPEM, to: keyPath)
@@ -222,6 +233,9 @@ public final class MockServer: @unchecked Sendable {
                 publicKey = try RS256Signer(account: account).publicKey()
                 if account.tokenURI != tokenURI { audiences.append(account.tokenURI) }
             }
+            // Google's own endpoint as well: the mock's certificate names oauth2.googleapis.com, and
+            // google-auth (firebase-admin) always signs for it, whatever the key file's token_uri.
+            if !audiences.contains(Self.googleTokenURI) { audiences.append(Self.googleTokenURI) }
             let verifiers = audiences.map { OAuthAssertionVerifier(publicKey: publicKey, issuer: issuer, audience: $0) }
             let setup = MockFCMSetup(projectID: projectID, sendPath: FCMProvider.sendPath(project: projectID), verifiers: verifiers)
             let announced = MockFCMEndpoint(port: port, endpoint: endpoint, tokenURI: tokenURI, credentialsPath: credentialsPath, projectID: projectID)
@@ -232,6 +246,9 @@ public final class MockServer: @unchecked Sendable {
             throw MockServerError(description: "mock FCM credentials: \(error)")
         }
     }
+
+    /// The audience Google's token endpoint checks assertions against.
+    static let googleTokenURI = "https://oauth2.googleapis.com/token"
 
     /// The address clients use: loopback for a wildcard listener, brackets around IPv6.
     static func advertisedHost(_ host: String) -> String {

@@ -15,11 +15,14 @@ public struct MockStatistics: Sendable, Equatable {
     public var connectionsAccepted = 0
     public var connectionsOpen = 0
     public var goAwaysSent = 0
-    /// The most streams seen open at once on any one connection, and the sum over connections of
-    /// each connection's maximum (for "how full did the client keep its connections").
+    /// The most streams seen open at once on any one connection.
     public var streamsOpenMax = 0
-    public var streamsOpenMaxSumOverConnections = 0
-    public var streamsOpenMaxPerConnection: [Int] = []
+    /// Over closed connections, bounded (a histogram and the top few, never one entry per
+    /// connection, so memory and the report stay flat over millions of reconnects): each
+    /// connection's most streams open at once ("how full did the client keep its connections"),
+    /// and how many requests (streams) it carried.
+    public var streamsOpenMaxPerConnection = ConnectionDistribution()
+    public var streamsPerConnection = ConnectionDistribution()
     /// What `--misbehave` did on the APNs listener.
     public var misbehavior = MockMisbehaviorStatistics()
     /// The FCM listener's counters (`mock --fcm`); the fields above count the APNs listener only.
@@ -35,8 +38,8 @@ public struct MockStatistics: Sendable, Equatable {
         connectionsOpen += other.connectionsOpen
         goAwaysSent += other.goAwaysSent
         streamsOpenMax = max(streamsOpenMax, other.streamsOpenMax)
-        streamsOpenMaxSumOverConnections += other.streamsOpenMaxSumOverConnections
-        streamsOpenMaxPerConnection += other.streamsOpenMaxPerConnection
+        streamsOpenMaxPerConnection.merge(other.streamsOpenMaxPerConnection)
+        streamsPerConnection.merge(other.streamsPerConnection)
         misbehavior.merge(other.misbehavior)
         fcm.merge(other.fcm)
     }
@@ -44,13 +47,62 @@ public struct MockStatistics: Sendable, Equatable {
     /// One JSON object, hand-written (no Foundation serialisation).
     public var json: String {
         let statuses = statusCounts.keys.sorted().map { "\"\($0)\":\(statusCounts[$0]!)" }.joined(separator: ",")
-        let perConnection = streamsOpenMaxPerConnection.prefix(10_000).map(String.init).joined(separator: ",")
         return "{\"requests\":\(requests),\"delivered\":\(delivered),\"status\":{\(statuses)},\"connections_accepted\":\(connectionsAccepted),"
             + "\"connections_open\":\(connectionsOpen),\"goaways_sent\":\(goAwaysSent),"
             + "\"max_concurrent_streams\":\(streamsOpenMax),"
-            + "\"max_concurrent_streams_per_connection\":[\(perConnection)]"
+            + "\"max_concurrent_streams_per_connection\":\(streamsOpenMaxPerConnection.json),"
+            + "\"streams_per_connection\":\(streamsPerConnection.json)"
             + (misbehavior.isEmpty ? "" : ",\"misbehavior\":" + misbehavior.json)
             + (fcm.listening ? ",\"fcm\":" + fcm.json : "") + "}"
+    }
+}
+
+/// A per-connection figure over every closed connection, in bounded space: how many, their sum,
+/// a histogram in power-of-two buckets (0, 1, 2-3, 4-7, …) and the `topCount` largest values.
+public struct ConnectionDistribution: Sendable, Equatable {
+    public static let topCount = 8
+    /// Bucket 0 holds 0; bucket b > 0 holds 2^(b-1) ... 2^b - 1; the last one everything above.
+    public static let bucketCount = 32
+    public private(set) var connections = 0
+    public private(set) var sum = 0
+    public private(set) var buckets = [Int](repeating: 0, count: ConnectionDistribution.bucketCount)
+    /// The largest values seen, largest first; at most `topCount`.
+    public private(set) var top: [Int] = []
+
+    public init() {}
+
+    public mutating func record(_ value: Int) {
+        let value = max(0, value)
+        connections += 1
+        sum += value
+        buckets[Self.bucket(of: value)] += 1
+        guard top.count < Self.topCount || value > top[top.count - 1] else { return }
+        let index = top.firstIndex(where: { $0 < value }) ?? top.count
+        top.insert(value, at: index)
+        if top.count > Self.topCount { top.removeLast() }
+    }
+
+    public mutating func merge(_ other: ConnectionDistribution) {
+        connections += other.connections
+        sum += other.sum
+        for index in buckets.indices { buckets[index] += other.buckets[index] }
+        top = Array((top + other.top).sorted(by: >).prefix(Self.topCount))
+    }
+
+    static func bucket(of value: Int) -> Int {
+        value == 0 ? 0 : min(bucketCount - 1, Int.bitWidth - value.leadingZeroBitCount)
+    }
+
+    /// `{"connections":N,"sum":S,"top":[…],"histogram":{"0":a,"1":b,"2-3":c,…}}`, non-empty buckets only.
+    public var json: String {
+        var histogram: [String] = []
+        for (index, count) in buckets.enumerated() where count > 0 {
+            let low = index == 0 ? 0 : 1 << (index - 1), high = index == 0 ? 0 : (1 << index) - 1
+            let label = index == Self.bucketCount - 1 ? "\(low)+" : low == high ? "\(low)" : "\(low)-\(high)"
+            histogram.append("\"\(label)\":\(count)")
+        }
+        let largest = top.map(String.init).joined(separator: ",")
+        return "{\"connections\":\(connections),\"sum\":\(sum),\"top\":[\(largest)],\"histogram\":{\(histogram.joined(separator: ","))}}"
     }
 }
 

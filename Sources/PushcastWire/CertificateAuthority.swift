@@ -58,6 +58,23 @@ public final class CertificateAuthority: @unchecked Sendable {
             privateKeyPEM: try CertificateBuilding.pem(ofPrivateKey: leafKey))
     }
 
+    /// A server certificate whose subjectAltName lists `hosts`: each entry that is an IPv4 or IPv6
+    /// literal becomes an IP entry, every other one a DNS entry. The subject CN is the first host.
+    public func issueServer(hosts: [String], validDays: Int = 30) throws(TLSError) -> IssuedCertificate {
+        guard let first = hosts.first else {
+            throw TLSError(kind: .configuration, description: "a server certificate needs at least one host name or address")
+        }
+        let addresses = hosts.filter(Self.isIPAddress)
+        return try issue(commonName: first, dnsNames: hosts.filter { !Self.isIPAddress($0) }, ipAddresses: addresses,
+                         serverAuth: true, clientAuth: false, validDays: validDays)
+    }
+
+    /// True for an IPv4 or IPv6 literal (without brackets).
+    public static func isIPAddress(_ text: String) -> Bool {
+        var buffer = in6_addr()
+        return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
+    }
+
     /// "DNS:a,IP:b" for X509V3_EXT_conf_nid, after checking each entry so that none can smuggle in
     /// another entry (a comma) and every IP address is a real literal.
     private static func subjectAltName(dnsNames: [String], ipAddresses: [String]) throws(TLSError) -> String? {
@@ -69,8 +86,7 @@ public final class CertificateAuthority: @unchecked Sendable {
             entries.append("DNS:" + name)
         }
         for address in ipAddresses {
-            var buffer = in6_addr()
-            guard inet_pton(AF_INET, address, &buffer) == 1 || inet_pton(AF_INET6, address, &buffer) == 1 else {
+            guard isIPAddress(address) else {
                 throw TLSError(kind: .configuration, description: "not an IP address for subjectAltName: '\(address)'")
             }
             entries.append("IP:" + address)

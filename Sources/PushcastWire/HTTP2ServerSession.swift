@@ -99,6 +99,11 @@ public final class HTTP2ServerSession {
         // does not use for scheduling decisions worth the cost (one answer per stream).
         nghttp2_option_set_no_closed_streams(option, 1)
         nghttp2_option_set_max_send_header_block_length(option, Self.sentHeaderBlockBytesMax)
+        // nghttp2's rapid-reset guard (CVE-2023-44487) ends a connection with GOAWAY(INTERNAL_ERROR)
+        // once a client has reset 1,000 streams beyond 33 a second. curl 7.88 resets the streams of
+        // its requests to this server, so it lost its connection after ~1,035 requests; a mock
+        // under benchmark load keeps a guard, but a far wider one.
+        nghttp2_option_set_stream_reset_rate_limit(option, Self.streamResetBurst, Self.streamResetsPerSecond)
 
         var created: OpaquePointer?
         rv = nghttp2_session_server_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, memory)
@@ -249,6 +254,10 @@ public final class HTTP2ServerSession {
         slots[index].state = .dropped
         nghttp2_submit_rst_stream(session, NG.flagNone, streamID, errorCode)
     }
+
+    /// The rapid-reset guard: RST_STREAMs a client may send at once, and per second after that.
+    static let streamResetBurst: UInt64 = 100_000
+    static let streamResetsPerSecond: UInt64 = 100_000
 
     /// RFC 9113 §7 error codes for `reset(streamID:errorCode:)` and `goAway`.
     public static let noErrorCode = NG.noError

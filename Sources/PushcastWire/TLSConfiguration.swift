@@ -34,6 +34,11 @@ public struct TLSConfiguration: Sendable {
     /// does for some certificates). A client without any certificate is still refused. Off: such
     /// a handshake fails, which is what every real server here wants.
     public var admitsUnverifiedClientCertificates: Bool = false
+    /// A client that offers no ALPN at all is taken to speak the first of `alpnProtocols` (HTTP/2
+    /// with prior knowledge), as APNs takes aioapns, which never offers ALPN. A client that offers
+    /// protocols, none of them accepted, is still refused. Off: such a handshake fails
+    /// (RFC 9113 section 3.2), which is what pushcast's own servers want; the mock plays APNs.
+    public var acceptsClientsWithoutALPN: Bool = false
 
     public init() {}
 }

@@ -22,6 +22,8 @@ public final class TLSContext: @unchecked Sendable {
     let alpnProtocols: [String]
     /// True when a handshake must settle on "h2" (the configuration lists it).
     let requiresH2: Bool
+    /// Server role: `TLSConfiguration.acceptsClientsWithoutALPN`.
+    let acceptsClientsWithoutALPN: Bool
     /// Server role: the ALPN list in wire format (length-prefixed), read by `selectALPN`.
     fileprivate let alpnServerList: UnsafeMutableRawBufferPointer?
     /// Server role with `clientCAFile`: every handshake requires and verifies a client
@@ -49,6 +51,7 @@ public final class TLSContext: @unchecked Sendable {
         self.handle = handle
         self.alpnProtocols = configuration.alpnProtocols
         self.requiresH2 = configuration.alpnProtocols.contains("h2")
+        self.acceptsClientsWithoutALPN = role == .server && configuration.acceptsClientsWithoutALPN
         self.verifiesClientCertificates = role == .server && configuration.clientCAFile != nil
         if role == .server && !wire.isEmpty {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: wire.count, alignment: 1)

@@ -221,7 +221,10 @@ public final class TLSSession {
         if let selected, length > 0 {
             negotiatedALPN = String(decoding: UnsafeBufferPointer(start: selected, count: Int(length)), as: UTF8.self)
         }
-        if context.requiresH2 && negotiatedALPN != "h2" {
+        // A server gets here without a protocol only when the client offered none (an offer
+        // without a match fails in selectALPN); it may then take HTTP/2 by prior knowledge.
+        let priorKnowledge = negotiatedALPN == nil && context.acceptsClientsWithoutALPN
+        if context.requiresH2 && negotiatedALPN != "h2" && !priorKnowledge {
             let chosen = negotiatedALPN.map { "; it selected \($0)" } ?? ""
             throw fail(TLSError(kind: .alpnNotNegotiated, description: alpnFailureText(detail: chosen)))
         }

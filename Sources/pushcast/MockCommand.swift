@@ -18,6 +18,8 @@ enum MockCommand {
             .value("cert", metavar: "FILE", help: "server certificate chain, PEM (with --key)"),
             .value("key", metavar: "FILE", help: "server private key, PEM (with --cert)"),
             .value("write-ca", metavar: "FILE", help: "write the throw-away CA certificate here, for clients' --ca-file"),
+            .value("hosts", metavar: "LIST", help: "comma-separated host names and IP addresses the generated certificate is good for (replaces the default list)",
+                   defaultDescription: MockServerConfiguration.defaultCertificateHosts.joined(separator: ",")),
             .value("max-streams", metavar: "N", help: "SETTINGS_MAX_CONCURRENT_STREAMS advertised per connection",
                    defaultDescription: "1000"),
             .value("latency-ms", metavar: "MS", help: "delay every answer by this long", defaultDescription: "0"),
@@ -79,6 +81,17 @@ enum MockCommand {
         return (status, rate)
     }
 
+    /// `--hosts a,b,c`: the generated certificate's names; nil keeps the default list.
+    static func certificateHosts(_ parsed: ParsedArguments) throws -> [String]? {
+        guard let list = parsed.value("hosts") else { return nil }
+        if parsed.contains("cert") { throw parsed.error("--hosts names the generated certificate's hosts; drop it with --cert/--key") }
+        let hosts = list.split(separator: ",", omittingEmptySubsequences: false).map { String($0) }
+        for host in hosts where host.isEmpty || host.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
+            throw parsed.error("--hosts must list host names or IP addresses separated by commas, not '\(list)'")
+        }
+        return hosts
+    }
+
     static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
         let certificate: MockCertificate
         switch (parsed.value("cert"), parsed.value("key")) {
@@ -93,6 +106,7 @@ enum MockCommand {
             throw parsed.error("--cert and --key go together")
         }
         var configuration = MockServerConfiguration(certificate: certificate)
+        if let hosts = try certificateHosts(parsed) { configuration.certificateHosts = hosts }
         configuration.host = parsed.value("host") ?? "127.0.0.1"
         configuration.port = UInt16(try parsed.int("port", default: 0, range: 0...65535))
         configuration.workers = try CommonOptions.workers(parsed)

@@ -11,13 +11,16 @@ final class MockProcess {
     let logPath: String
     private let out: Pipe
 
-    /// Starts `pushcast mock` with `arguments` (plus --write-ca and --log into `directory`) and
-    /// reads stdout until every key in `waitFor` has been printed.
-    init(directory: String, arguments: [String], waitFor: [String]) throws {
+    /// Starts `pushcast mock` with `arguments` (plus --write-ca and, unless `log` is false, --log
+    /// into `directory`) and reads stdout until every key in `waitFor` has been printed.
+    /// `launcher` runs the binary through another program (its path and arguments, the binary's
+    /// path and arguments appended), e.g. into a network namespace of its own (InteropClientTests).
+    init(directory: String, arguments: [String], waitFor: [String], log: Bool = true, launcher: [String] = []) throws {
         caFile = directory + "/ca.pem"
         logPath = directory + "/mock.log"
-        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
-        process.arguments = ["mock", "--write-ca", caFile, "--log", logPath] + arguments
+        let command = launcher + [BinaryTests.binary, "mock", "--write-ca", caFile] + (log ? ["--log", logPath] : []) + arguments
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

@@ -162,9 +162,10 @@ final class SendTests: XCTestCase {
     func testLatencyKeepsConnectionsAndStreamsFull() throws {
         // 4 connections × 100 streams with 50 ms answers: the mock must see ≥ 90 % of that in flight.
         let statistics = try runCampaign(rows: 12_000, mockFlags: ["--latency-ms", "50"], sendFlags: ["--streams", "100", "--connections", "4"])
-        let perConnection = statistics["max_concurrent_streams_per_connection"] as? [Int] ?? []
-        XCTAssertEqual(perConnection.count, 4, "\(statistics)")
-        XCTAssertGreaterThanOrEqual(perConnection.reduce(0, +), 4 * 100 * 90 / 100, "\(statistics)")
+        let perConnection = statistics["max_concurrent_streams_per_connection"] as? [String: Any] ?? [:]
+        XCTAssertEqual(perConnection["connections"] as? Int, 4, "\(statistics)")
+        XCTAssertEqual((perConnection["top"] as? [Int])?.count, 4, "\(statistics)")
+        XCTAssertGreaterThanOrEqual(perConnection["sum"] as? Int ?? 0, 4 * 100 * 90 / 100, "\(statistics)")
     }
 
     func testWrongKeyStopsWithExitTwoAndKeepsEveryResult() throws {

@@ -63,8 +63,10 @@ final class ClientServerTests: XCTestCase {
         let statistics = server.stop()
         XCTAssertEqual(report.succeeded, 4000)
         // 2 × 100 streams in flight with 50 ms each: every connection ran full.
-        XCTAssertEqual(statistics.streamsOpenMaxPerConnection.count, 2)
-        for m in statistics.streamsOpenMaxPerConnection { XCTAssertGreaterThanOrEqual(m, 90) }
+        XCTAssertEqual(statistics.streamsOpenMaxPerConnection.connections, 2)
+        XCTAssertEqual(statistics.streamsOpenMaxPerConnection.top.count, 2)
+        for m in statistics.streamsOpenMaxPerConnection.top { XCTAssertGreaterThanOrEqual(m, 90) }
+        XCTAssertEqual(statistics.streamsPerConnection.sum, 4000)
         XCTAssertGreaterThan(report.latencyMicroseconds.value(atQuantile: 0.5), 45_000)
     }
 

@@ -173,15 +173,20 @@ final class MockFCMTests: XCTestCase {
         guard case .failure(let error) = OAuthTokenExchange.parseResponse(status: refused.status, body: refused.body) else { return XCTFail("accepted") }
         XCTAssertTrue(error.isCredentialRejected)
 
-        // The audience must be the advertised token URI.
+        // The audience must be the advertised token URI, or Google's own (which google-auth
+        // always signs for); as the mock plays oauth2.googleapis.com.
         let elsewhere = try FCMServiceAccountGenerator.generate(projectID: "pushcast-demo", clientEmail: harness.account.clientEmail,
-                                                               tokenURI: "https://oauth2.googleapis.com/token")
+                                                               tokenURI: "https://oauth2.example.com/token")
         var fields = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(elsewhere.serviceAccountJSON)) as? [String: Any])
         fields["private_key"] = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(try Data(contentsOf: URL(fileURLWithPath: harness.fcm.credentialsPath)))) as? [String: Any])["private_key"]
         let wrongAudience = try FCMServiceAccount(json: [UInt8](try JSONSerialization.data(withJSONObject: fields)), source: "aud.json")
         let audienceAnswer = try harness.exchange(harness.tokenRequest(assertion: try harness.assertion(signer: try RS256Signer(account: wrongAudience), account: wrongAudience)))
         XCTAssertEqual(audienceAnswer.status, 400)
         XCTAssertTrue(String(decoding: audienceAnswer.body, as: UTF8.self).contains("Failed audience check"))
+        fields["token_uri"] = "https://oauth2.googleapis.com/token"
+        let google = try FCMServiceAccount(json: [UInt8](try JSONSerialization.data(withJSONObject: fields)), source: "google.json")
+        let googleAnswer = try harness.exchange(harness.tokenRequest(assertion: try harness.assertion(signer: try RS256Signer(account: google), account: google)))
+        XCTAssertEqual(googleAnswer.status, 200, String(decoding: googleAnswer.body, as: UTF8.self))
 
         let badGrant = try harness.exchange(harness.tokenRequest(assertion: try harness.assertion(), grantType: "password"))
         XCTAssertEqual(badGrant.status, 400)
@@ -193,11 +198,11 @@ final class MockFCMTests: XCTestCase {
         XCTAssertTrue(String(decoding: noAssertion.body, as: UTF8.self).contains("Missing required parameter: assertion"))
 
         let statistics = harness.stop()
-        XCTAssertEqual(statistics.fcm.tokenRequests, 6)
-        XCTAssertEqual(statistics.fcm.tokensIssued, 2)
+        XCTAssertEqual(statistics.fcm.tokenRequests, 7)
+        XCTAssertEqual(statistics.fcm.tokensIssued, 3)
         XCTAssertEqual(statistics.fcm.requests, 0, "token calls are not sends")
         XCTAssertTrue(statistics.json.contains(#""fcm":{"requests":0,"#), statistics.json)
-        XCTAssertTrue(statistics.json.contains(#""token_requests":6,"tokens_issued":2"#), statistics.json)
+        XCTAssertTrue(statistics.json.contains(#""token_requests":7,"tokens_issued":3"#), statistics.json)
     }
 
     func testSendWithAGoodBearer() throws {

@@ -206,6 +206,27 @@ final class TLSTests: XCTestCase {
         XCTAssertTrue(failure.error.description.contains("client did not offer ALPN protocol h2"), failure.error.description)
     }
 
+    func testClientWithoutALPNIsRefusedUnlessTheServerAcceptsPriorKnowledge() throws {
+        var clientConfiguration = pki.clientConfiguration()
+        clientConfiguration.alpnProtocols = []
+        let (client, server) = try sessions(client: clientConfiguration, server: pki.serverConfiguration())
+        let failure = try XCTUnwrap(pumpHandshake(client: client, server: server))
+        XCTAssertEqual(failure.side, .server)
+        XCTAssertEqual(failure.error.kind, .alpnNotNegotiated)
+
+        var lenient = pki.serverConfiguration()
+        lenient.acceptsClientsWithoutALPN = true
+        let (quiet, accepting) = try sessions(client: clientConfiguration, server: lenient)
+        XCTAssertNil(try pumpHandshake(client: quiet, server: accepting))
+        XCTAssertTrue(accepting.isHandshakeComplete)
+        XCTAssertNil(accepting.negotiatedALPN)
+        // An offer without h2 is still refused.
+        var http1 = pki.clientConfiguration()
+        http1.alpnProtocols = ["http/1.1"]
+        let (offering, refusing) = try sessions(client: http1, server: lenient)
+        XCTAssertEqual(try XCTUnwrap(pumpHandshake(client: offering, server: refusing)).error.kind, .alpnNotNegotiated)
+    }
+
     func testServerPicksItsPreferredProtocolAmongOffered() throws {
         var clientConfiguration = pki.clientConfiguration()
         clientConfiguration.alpnProtocols = ["http/1.1", "h2"]

@@ -1,0 +1,39 @@
+"""aioapns (PyPI), unmodified, with token auth, against `pushcast mock` playing api.push.apple.com.
+
+aioapns has no host or port option and verifies Apple's host name: the harness points it at the
+mock with SSL_CERT_FILE (the mock's CA) and a network namespace whose /etc/hosts names the mock's
+address for api.push.apple.com, where the mock listens on port 443.
+"""
+
+import asyncio
+import sys
+
+from aioapns import APNs, NotificationRequest, PushType
+
+from interop_common import APNS_OPTIONS, Results, arguments, read_key, tokens
+
+
+async def ignore(request, result):
+    """Failures are written to the results file, not logged one by one."""
+
+
+async def main():
+    args = arguments(__doc__, {**APNS_OPTIONS, "--sandbox": {"action": "store_true"}})
+    client = APNs(key=read_key(args), key_id=args.key_id, team_id=args.team_id, topic=args.topic,
+                  use_sandbox=args.sandbox, max_connections=4, max_connection_attempts=3, err_func=ignore)
+    results = Results(args.out)
+    semaphore = asyncio.Semaphore(200)
+
+    async def send(token, index):
+        request = NotificationRequest(device_token=token, message={"aps": {"alert": f"interop {index}"}},
+                                      push_type=PushType.ALERT)
+        async with semaphore:
+            result = await asyncio.wait_for(client.send_notification(request), timeout=60)
+        results.add(token, int(result.status), result.description, request.notification_id)
+
+    await asyncio.gather(*(send(token, index) for index, token in enumerate(tokens(args.count))))
+    results.close("aioapns")
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
