@@ -8,10 +8,13 @@
 #   openssl                                  the openssl CLI: certificate-auth tests make .p12 and PEM files with it
 #   munge slurmctld slurmd slurm-client      a one-node Slurm (scripts/slurm-local.sh) for the Slurm end-to-end test
 #   python3-venv                             scripts/venv.sh makes .venv (kubernetes-validate, PyYAML) with Debian's python3
+#   libsqlite3-dev libpq-dev libmariadb-dev  the database clients (--from, prune-apply): SQLite, libpq, libmariadb
+#   sqlite3 postgresql mariadb-server        the database servers (and their CLI clients) the database tests start
 set -euo pipefail
 
 packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl
-          munge slurmctld slurmd slurm-client python3-venv)
+          munge slurmctld slurmd slurm-client python3-venv
+          libsqlite3-dev libpq-dev libmariadb-dev sqlite3 postgresql mariadb-server)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

@@ -1,0 +1,167 @@
+import Foundation
+import XCTest
+
+/// Campaigns straight from a database and prunes straight back (issue 14), against real servers
+/// the tests start (DatabaseServers.swift) and `pushcast mock --fcm`: each database's results
+/// are those of the same rows exported as CSV; `prune-apply` deactivates exactly the pruned
+/// tokens, once; a token re-registered mid-campaign stays active.
+final class DatabaseCampaignTests: XCTestCase {
+    static let rowCount = 50_000
+    static let fixture = DatabaseFixture(rows: rowCount)
+    /// The CSV campaign's results by row, sent once for all three databases.
+    nonisolated(unsafe) static var baseline: [Int: [String: Any]]?
+    static let compared = ["provider", "outcome", "reason", "status", "id", "token"]
+
+    var directory = ""
+
+    override func setUpWithError() throws {
+        try BinaryTests.requireBinary()
+        directory = try DatabaseServers.makeDirectory("dbtest")
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+
+    static func utc(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter.string(from: date)
+    }
+
+    func writeTemplates() throws -> (payload: String, message: String) {
+        let payload = directory + "/payload.json", message = directory + "/message.json"
+        try #"{"aps":{"alert":{"title":"Hi {{first_name}}","body":"v{{app_version}}"}}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+        try #"{"notification":{"title":"Hi {{first_name}}"},"data":{"device":"{{device_id}}","v":"{{app_version}}"}}"#
+            .write(toFile: message, atomically: true, encoding: .utf8)
+        return (payload, message)
+    }
+
+    func sendArguments(_ input: [String], _ mock: FCMSendTests.Mock, results: String, prune: String) throws -> [String] {
+        let (payload, message) = try writeTemplates()
+        return ["send"] + input + ["--payload", payload, "--fcm-payload", message] + mock.sendFlags
+            + ["--results", results, "--prune", prune, "--campaign", "issue14", "--quiet"]
+    }
+
+    /// pushcast with the database password in its environment.
+    func pushcast(_ arguments: [String], _ database: TestDatabase, password: String? = nil, seconds: Double = 300) throws -> PushcastRun {
+        var environment = ProcessInfo.processInfo.environment
+        environment[database.passwordVariable] = password ?? database.password
+        return try runProgram(BinaryTests.binary, arguments, environment: environment, seconds: seconds)
+    }
+
+    func baselineResults(_ mock: FCMSendTests.Mock) throws -> [Int: [String: Any]] {
+        if let baseline = Self.baseline { return baseline }
+        let csv = directory + "/export.csv"
+        try Self.fixture.csv.write(toFile: csv, atomically: true, encoding: .utf8)
+        let run = try runPushcast(try sendArguments([csv], mock, results: directory + "/csv.results.ndjson", prune: directory + "/csv.prune.csv"),
+                                  seconds: 300)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let results = try resultsByRow(directory + "/csv.results.ndjson")
+        XCTAssertEqual(results.count, Self.rowCount)
+        Self.baseline = results
+        return results
+    }
+
+    /// The acceptance run for one database.
+    func campaignRoundTrip(_ database: TestDatabase, kind: String) throws {
+        try database.sql(DatabaseFixture.schema(kind))
+        try database.sql(Self.fixture.inserts)
+        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        defer { _ = mock.stop() }
+        let baseline = try baselineResults(mock)
+
+        let results = directory + "/db.results.ndjson", prune = directory + "/db.prune.csv"
+        let started = Date()
+        let run = try pushcast(try sendArguments(["--from", database.url, "--query", DatabaseFixture.query], mock, results: results, prune: prune),
+                               database)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse((run.stdout + run.stderr).contains(database.password), "the password appears in the output")
+        let byRow = try resultsByRow(results)
+        XCTAssertEqual(byRow.count, Self.rowCount)
+        var differing = 0
+        for (row, expected) in baseline {
+            for key in Self.compared where "\(byRow[row]?[key] ?? "-")" != "\(expected[key] ?? "-")" {
+                differing += 1
+                if differing < 5 { XCTFail("row \(row) \(key): \(byRow[row]?[key] ?? "-") from \(kind), \(expected[key] ?? "-") from the CSV") }
+            }
+        }
+        XCTAssertEqual(differing, 0, "results that differ from the CSV export's")
+        try checkSnapshotAndJournal(results: results, database: database)
+        try checkPruneApply(database, prune: prune, started: started)
+    }
+
+    func checkSnapshotAndJournal(results: String, database: TestDatabase) throws {
+        let snapshot = results + ".snapshot.csv"
+        XCTAssertEqual(try String(contentsOfFile: snapshot, encoding: .utf8), Self.fixture.csv, "the snapshot is the CSV export, byte for byte")
+        let mode = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: snapshot)[.posixPermissions] as? Int)
+        XCTAssertEqual(mode & 0o777, 0o600)
+        let journal = try String(contentsOfFile: results + ".journal", encoding: .utf8)
+        let header = try XCTUnwrap(journal.split(separator: "\n").first)
+        XCTAssertTrue(header.contains("source=") && header.contains("push_devices%20d%20LEFT%20JOIN"), String(header))
+        XCTAssertFalse(journal.contains(database.password))
+    }
+
+    func prunedTokens(_ prune: String) throws -> Set<String> {
+        let text = try String(contentsOfFile: prune, encoding: .utf8)
+        // Tokens hold no comma, quote or newline (the invalid ones hold a space).
+        return Set(text.split(separator: "\n").dropFirst().map { String($0.split(separator: ",", omittingEmptySubsequences: false)[0]) })
+    }
+
+    func count(_ label: String, in output: String) -> Int? {
+        for line in output.split(separator: "\n") where line.contains(label) {
+            return Int(line.split(separator: " ").last ?? "")
+        }
+        return nil
+    }
+
+    func checkPruneApply(_ database: TestDatabase, prune: String, started: Date) throws {
+        // Row 11 is an Android dead token whose device registers again while the campaign runs.
+        let reregistered = Self.fixture.rows[10]
+        XCTAssertTrue(reregistered.token.hasPrefix("dead") && reregistered.platform == "android")
+        try database.sql("UPDATE push_devices SET updated_at = '\(Self.utc(started.addingTimeInterval(1)))' WHERE id = 11;")
+        let apply = ["prune-apply", prune, "--to", database.url, "--table", "push_devices", "--token-column", "token",
+                     "--set", "is_active = false", "--set", "pruned_at = {unregistered_at}", "--updated-column", "updated_at",
+                     "--since", Self.utc(started)]
+        let dry = try pushcast(apply + ["--dry-run"], database)
+        XCTAssertEqual(dry.status, 0, dry.stderr)
+        XCTAssertTrue(dry.stdout.contains("plan:"), dry.stdout)
+        XCTAssertEqual(try database.sql("SELECT COUNT(*) FROM push_devices WHERE NOT is_active;").trimmingCharacters(in: .whitespacesAndNewlines), "0")
+
+        let first = try pushcast(apply, database)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let tokens = try prunedTokens(prune)
+        XCTAssertGreaterThan(tokens.count, 1000)
+        let inactive = Set(try database.sql("SELECT token FROM push_devices WHERE NOT is_active;").split(separator: "\n").map(String.init))
+        XCTAssertEqual(inactive, tokens.subtracting([reregistered.token]), "exactly the pruned tokens, less the re-registered one")
+        XCTAssertEqual(count("rows changed:", in: first.stdout), inactive.count, first.stdout)
+        XCTAssertEqual(count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
+        XCTAssertEqual(count("would change:", in: dry.stdout), inactive.count, dry.stdout)
+        XCTAssertEqual(try database.sql("SELECT COUNT(*) FROM push_devices WHERE NOT is_active AND pruned_at IS NULL;")
+            .trimmingCharacters(in: .whitespacesAndNewlines), "0")
+
+        let second = try pushcast(apply, database)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(count("rows changed:", in: second.stdout), 0, second.stdout)
+        XCTAssertTrue(second.stdout.contains("nothing to change"), second.stdout)
+        XCTAssertFalse((first.stdout + first.stderr + dry.stdout + dry.stderr).contains(database.password))
+    }
+
+    func testSQLiteCampaignMatchesTheCSVExportAndPrunesOnce() throws {
+        let database = try SQLiteDatabase()
+        defer { database.stop() }
+        try campaignRoundTrip(database, kind: "sqlite")
+    }
+
+    func testPostgresCampaignMatchesTheCSVExportAndPrunesOnce() throws {
+        let database = try PostgresServer()
+        defer { database.stop() }
+        try campaignRoundTrip(database, kind: "postgres")
+    }
+
+    func testMariaDBCampaignMatchesTheCSVExportAndPrunesOnce() throws {
+        let database = try MariaDBServer()
+        defer { database.stop() }
+        try campaignRoundTrip(database, kind: "mysql")
+    }
+}
