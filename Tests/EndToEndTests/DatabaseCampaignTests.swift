@@ -164,4 +164,60 @@ final class DatabaseCampaignTests: XCTestCase {
         defer { database.stop() }
         try campaignRoundTrip(database, kind: "mysql")
     }
+
+    /// SIGKILL in the middle of a PostgreSQL campaign, then the table changes: `--resume` runs
+    /// from the snapshot (a changed or missing snapshot is refused), every row finishes exactly
+    /// once, and no token is delivered twice.
+    func testKilledDatabaseCampaignResumesFromItsSnapshot() throws {
+        let database = try PostgresServer()
+        defer { database.stop() }
+        try database.sql(DatabaseFixture.schema("postgres"))
+        let fixture = DatabaseFixture(rows: 20_000, seed: 7)
+        try database.sql(fixture.inserts)
+        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        defer { _ = mock.stop() }
+        let results = directory + "/kill.results.ndjson", prune = directory + "/kill.prune.csv"
+        let arguments = try sendArguments(["--from", database.url, "--query", DatabaseFixture.query], mock, results: results, prune: prune)
+        var environment = ProcessInfo.processInfo.environment
+        environment[database.passwordVariable] = database.password
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        process.arguments = arguments + ["--rate", "apns=4000/s,fcm=4000/s"]
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline
+            && ((try? String(contentsOfFile: results, encoding: .utf8))?.split(separator: "\n").count ?? 0) < 3000 { usleep(20_000) }
+        XCTAssertTrue(process.isRunning, "the campaign ended before it could be killed")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        // The table changes after the kill: a query now would find no rows at all.
+        try database.sql("UPDATE push_devices SET is_active = FALSE;")
+
+        let snapshot = results + ".snapshot.csv"
+        let saved = try Data(contentsOf: URL(fileURLWithPath: snapshot))
+        try (saved + Data("99999,extra,android,,\n".utf8)).write(to: URL(fileURLWithPath: snapshot))
+        let tampered = try pushcast(arguments + ["--resume"], database)
+        XCTAssertEqual(tampered.status, 2, tampered.stderr)
+        XCTAssertTrue(tampered.stderr.contains("input file's contents"), tampered.stderr)
+        try FileManager.default.removeItem(atPath: snapshot)
+        let gone = try pushcast(arguments + ["--resume"], database)
+        XCTAssertEqual(gone.status, 2, gone.stderr)
+        XCTAssertTrue(gone.stderr.contains("is gone"), gone.stderr)
+        try saved.write(to: URL(fileURLWithPath: snapshot))
+
+        let resumed = try pushcast(arguments + ["--resume"], database)
+        XCTAssertTrue([0, 1].contains(resumed.status), resumed.stderr)
+        let byRow = try resultsByRow(results)
+        XCTAssertEqual(byRow.count, fixture.rows.count, "every row of the snapshot finished exactly once")
+        _ = mock.stop()
+        var delivered: [String: Int] = [:]
+        for entry in mock.log where entry["status"] as? Int == 200 {
+            if let token = entry["token"] as? String { delivered[token, default: 0] += 1 }
+        }
+        XCTAssertEqual(delivered.values.filter { $0 > 1 }.count, 0, "a token delivered twice")
+        XCTAssertGreaterThan(delivered.count, 15_000)
+    }
 }
