@@ -61,7 +61,7 @@ enum DatabaseInput {
                     + "cannot be told apart: --force queries again and starts the campaign over")
             }
             if !parsed.flag("quiet") { Console.error("pushcast: resuming from the snapshot \(spool) (the database is not queried again)") }
-            return Snapshot(path: spool, source: source, temporary: !sending)
+            return Snapshot(path: spool, source: source, temporary: false)
         }
         if !sending { return try checkSnapshot(url: url, query: query, source: source, parsed) }
         if journalHolds && (FileSystem.size(expanded) ?? 0) > 0 && !parsed.flag("force") {

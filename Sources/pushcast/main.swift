@@ -7,7 +7,7 @@ let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
     commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec,
-               PruneApplyCommand.spec])
+               PruneApplyCommand.spec, SnapshotCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
     do {
@@ -30,6 +30,7 @@ func runMain(_ arguments: [String]) -> Int32 {
                 case SimulateCommand.spec.name: return try SimulateCommand.run(parsed).rawValue
                 case MergeCommand.spec.name: return try MergeCommand.run(parsed).rawValue
                 case PruneApplyCommand.spec.name: return try PruneApplyCommand.run(parsed).rawValue
+                case SnapshotCommand.spec.name: return try SnapshotCommand.run(parsed).rawValue
                 default: preconditionFailure("unhandled command \(spec.name)")
                 }
             }

@@ -207,6 +207,9 @@ final class DatabaseCampaignTests: XCTestCase {
         XCTAssertEqual(gone.status, 2, gone.stderr)
         XCTAssertTrue(gone.stderr.contains("is gone"), gone.stderr)
         try saved.write(to: URL(fileURLWithPath: snapshot))
+        let preview = try pushcast(["check"] + arguments.dropFirst() + ["--resume"], database)
+        XCTAssertEqual(preview.status, 0, preview.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: snapshot), "check --resume left the snapshot in place")
 
         let resumed = try pushcast(arguments + ["--resume"], database)
         XCTAssertTrue([0, 1].contains(resumed.status), resumed.stderr)
