@@ -129,7 +129,8 @@ class Postgres:
         self.log = open(os.path.join(directory, "server.log"), "w")
         self.process = subprocess.Popen(as_pg + [self.bin + "/postgres", "-D", data, "-p", str(self.port), "-k", directory,
                                                  "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                                                 "-c", "shared_buffers=512MB", "-c", "max_wal_size=4GB"],
+                                                 "-c", "shared_buffers=512MB", "-c", "max_wal_size=4GB",
+                                                 "-c", "autovacuum=off"],
                                         stdout=self.log, stderr=self.log)
         self.server_pid = self.process.pid
         for _ in range(300):
@@ -198,27 +199,40 @@ class MariaDB:
         self.process.wait(timeout=60)
 
 
+def rusage_of(args):
+    """`db.py --rusage-of CMD…`: runs CMD and prints its exit code, CPU and peak RSS last. A child
+    of this small fresh process, not of the benchmark's big one: Linux carries a parent's peak RSS
+    into a forked child's ru_maxrss across exec, which would hide the command's own."""
+    pid = os.fork()
+    if pid == 0:
+        os.execvp(args[0], args)
+    _, status, usage = os.wait4(pid, 0)
+    sys.stdout.flush()
+    print(f"RUSAGE {os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime} {usage.ru_maxrss}")
+    return 0
+
+
 def timed(args, env, db, out_dir, name):
     """Runs a pushcast command; returns wall, client CPU, peak RSS (MiB), DB CPU, and its output."""
     db_before = db.db_cpu()
     started = time.monotonic()
     with open(os.path.join(out_dir, name + ".out"), "w") as out:
-        process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--rusage-of"] + args, env=env, stdout=out, stderr=subprocess.STDOUT)
     wall = time.monotonic() - started
     time.sleep(0.2)  # the postmaster reaps the backend
     db_after = db.db_cpu()
     with open(os.path.join(out_dir, name + ".out")) as f:
-        output = f.read()
-    if os.waitstatus_to_exitcode(status) != 0:
+        output, _, last = f.read().rstrip("\n").rpartition("\n")
+    code, cpu, rss = last.split()[1:]
+    if int(code) != 0:
         raise RuntimeError(f"{shlex.join(args)} failed: {output}")
     with open(os.path.join(out_dir, "commands.txt"), "a") as f:
         f.write(shlex.join(args) + "\n")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "db": db_after - db_before,
+    return {"wall": wall, "cpu": float(cpu), "rss": int(rss) / 1024, "db": db_after - db_before,
             "output": output}
 
 
-def bench_database(db, pushcast, rows, prunes, out_dir, work):
+def bench_database(db, pushcast, rows, prunes, out_dir, work, batch):
     measured = {}
     for count in sorted({min(100_000, rows), rows}):
         snapshot = os.path.join(work, f"{db.kind}-{count}.csv")
@@ -234,7 +248,7 @@ def bench_database(db, pushcast, rows, prunes, out_dir, work):
             f.write(f"{token},{'apns' if i % 3 == 0 else 'fcm'},Unregistered,{'2026-11-30T10:00:00.000Z' if i % 3 == 0 else ''},{i}\n")
     apply = [pushcast, "prune-apply", prune_file, "--to", db.url, "--table", "push_devices", "--token-column", "token",
              "--set", "is_active = false", "--set", "pruned_at = {unregistered_at}", "--updated-column", "updated_at",
-             "--since", "2026-12-01T00:00:00Z"]
+             "--since", "2026-12-01T00:00:00Z"] + (["--batch", str(batch)] if batch else [])
     dry = timed(apply + ["--dry-run"], db.env, db, out_dir, f"{db.kind}-prune-dry-run")
     first = timed(apply, db.env, db, out_dir, f"{db.kind}-prune-apply")
     second = timed(apply, db.env, db, out_dir, f"{db.kind}-prune-apply-again")
@@ -244,10 +258,13 @@ def bench_database(db, pushcast, rows, prunes, out_dir, work):
 
 
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--rusage-of":
+        return rusage_of(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pushcast", default=os.path.join(REPO_ROOT, ".build/release/pushcast"))
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--prunes", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=None, help="prune-apply --batch")
     parser.add_argument("--databases", default="sqlite,postgres,mysql")
     parser.add_argument("--results-dir", default=None)
     options = parser.parse_args()
@@ -274,8 +291,10 @@ def main():
             try:
                 started = time.monotonic()
                 db.load(csv)
+                time.sleep(2.0)  # the loading session's backend exits and is reaped before anything is measured
                 print(f"{kind}: {options.rows} rows loaded in {time.monotonic() - started:.1f} s", file=sys.stderr)
-                measured, dry, first, second, changed, again = bench_database(db, options.pushcast, options.rows, options.prunes, out_dir, work)
+                measured, dry, first, second, changed, again = bench_database(db, options.pushcast, options.rows, options.prunes, out_dir, work,
+                                                                              options.batch)
             finally:
                 db.stop()
                 shutil.rmtree(directory, ignore_errors=True)
@@ -283,7 +302,8 @@ def main():
                 db_cpu = "in the client" if kind == "sqlite" else f"{m['db']:.2f}"
                 lines.append(f"| {kind} | {count:,} | {m['cpu']:.2f} | {count / m['cpu']:,.0f} | {m['wall']:.2f} | {db_cpu} | {m['rss']:.1f} |")
             prune_lines.append(f"| {kind} | {options.prunes:,} | {dry['wall']:.2f} | {first['wall']:.2f} | {changed} | {second['wall']:.2f} | {again} |")
-            plan = dry["output"].split("plan:", 1)[1].split("prune-apply:", 1)[0] if "plan:" in dry["output"] else ""
+            marker = "plan (first batch loaded):"
+            plan = dry["output"].split(marker, 1)[1].split("prune-apply:", 1)[0] if marker in dry["output"] else ""
             plans.append(f"{kind}:\n{plan.rstrip()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -295,4 +315,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

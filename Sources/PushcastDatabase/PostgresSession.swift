@@ -37,6 +37,8 @@ final class PostgresSession: DatabaseSession {
             conn = nil
             throw DatabaseError("\(url): cannot connect: \(message)")
         }
+        // The server's notices ("relation … already exists, skipping") are not for the user.
+        PQsetNoticeProcessor(conn, { _, _ in }, nil)
     }
 
     private static func connect(_ parameters: [(String, String)]) -> OpaquePointer? {
@@ -85,7 +87,8 @@ final class PostgresSession: DatabaseSession {
     func export(query: String, into spool: CSVSpoolWriter, shouldStop: () -> Bool) throws(DatabaseError) -> Int {
         var text = Substring(query)
         while let last = text.last, last == ";" || last == " " || last == "\n" || last == "\t" || last == "\r" { text = text.dropLast() }
-        let started = try run("COPY (\(text)) TO STDOUT (FORMAT csv, HEADER true)", expecting: PGRES_COPY_OUT)
+        // On lines of its own: a query that ends in a -- comment keeps its closing parenthesis.
+        let started = try run("COPY (\n\(text)\n) TO STDOUT (FORMAT csv, HEADER true)", expecting: PGRES_COPY_OUT)
         PQclear(started)
         var messages = 0
         while true {

@@ -27,6 +27,16 @@ public struct SQLDialect: Sendable {
         }
     }
 
+    /// Statistics for the freshly loaded prune table, so the planner drives the join from it
+    /// (one index lookup per pruned token) rather than scanning the whole table.
+    public var analyzePruneTable: String? {
+        switch kind {
+        case .sqlite: return "ANALYZE temp.\(Self.pruneTable)"
+        case .postgres: return "ANALYZE \(Self.pruneTable)"
+        case .mysql: return nil
+        }
+    }
+
     public var begin: String { kind == .mysql ? "START TRANSACTION" : "BEGIN" }
 }
 

@@ -47,7 +47,7 @@ enum PruneApplyCommand {
         } catch let error as DatabaseError {
             throw parsed.error(error.description)
         }
-        let (entries, lines) = try readPruneFile(path, since: try since(parsed, required: updated != nil))
+        let (entries, lines) = try readPruneFile(path, since: try since(parsed), needsTime: updated != nil)
         StopSignals.install()
         let dryRun = parsed.flag("dry-run")
         let session: DatabaseSession
@@ -56,11 +56,14 @@ enum PruneApplyCommand {
         }
         defer { session.close() }
         do {
-            if dryRun { try show(plan, session: session) }
-            let summary = try PruneApplier.run(plan, session: session, entries: entries, lines: lines, dryRun: dryRun,
-                                               batchSize: try parsed.int("batch", default: PruneApplier.batchSizeDefault, range: 1...1_000_000)) {
-                StopSignals.received > 0
-            }
+            if dryRun { show(plan) }
+            let batch = try parsed.int("batch", default: PruneApplier.batchSizeDefault, range: 1...1_000_000)
+            let explain: (([String]) -> Void)? = dryRun ? { lines in
+                Console.out("plan (first batch loaded):")
+                for line in lines { Console.out("  \(line)") }
+            } : nil
+            let summary = try PruneApplier.run(plan, session: session, entries: entries, lines: lines, dryRun: dryRun, batchSize: batch,
+                                               explain: explain) { StopSignals.received > 0 }
             Console.out(summary.text(dryRun: dryRun))
             return .success
         } catch let error as DatabaseError {
@@ -80,10 +83,8 @@ enum PruneApplyCommand {
         }
     }
 
-    static func since(_ parsed: ParsedArguments, required: Bool) throws -> String? {
-        guard let text = parsed.value("since") else {
-            return nil
-        }
+    static func since(_ parsed: ParsedArguments) throws -> String? {
+        guard let text = parsed.value("since") else { return nil }
         guard let time = PruneTime.normalize(text) else {
             throw parsed.error("--since '\(text)': expected ISO 8601 UTC (2026-01-02T03:04:05Z) or epoch seconds")
         }
@@ -93,7 +94,7 @@ enum PruneApplyCommand {
     /// The prune file's distinct tokens (the first line of each), each with its time: the line's
     /// unregistered_at, else --since, else now. A line without a usable time stops the run when
     /// --updated-column needs one.
-    static func readPruneFile(_ path: String, since: String?) throws -> ([PruneEntry], Int) {
+    static func readPruneFile(_ path: String, since: String?, needsTime: Bool) throws -> ([PruneEntry], Int) {
         let now = PruneTime.format(epochSeconds: Int64(Reactor.wallClockSeconds()))
         let reader: TokenFileReader
         do { reader = try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: .csv, fileName: path) } catch {
@@ -121,6 +122,10 @@ enum PruneApplyCommand {
                     throw CommandFailure(InputProblem(file: path, line: view.line, field: "unregistered_at", message: "not a time: '\(text)'").description)
                 }
                 at = time
+            } else if since == nil && needsTime {
+                throw CommandFailure(InputProblem(file: path, line: view.line, field: "unregistered_at",
+                                                  message: "empty, and --updated-column needs a time for every line: give --since TIME "
+                                                      + "(when the campaign started)").description)
             }
             if seen.insert(token).inserted { entries.append(PruneEntry(token: token, at: at ?? now)) }
         }
@@ -128,18 +133,18 @@ enum PruneApplyCommand {
     }
 
     /// --dry-run: the statements each batch runs, and the database's plan for the prune.
-    static func show(_ plan: PruneApplyPlan, session: DatabaseSession) throws {
+    static func show(_ plan: PruneApplyPlan) {
         Console.out("prune-apply --dry-run: each batch runs, in one transaction (rolled back on a dry run):")
         var statements = [plan.dialect.createPruneTable, "DELETE FROM \(SQLDialect.pruneTable)",
                           "(the batch's tokens and times loaded into \(SQLDialect.pruneTable) as data: "
                               + (plan.dialect.kind == .postgres ? "COPY … FROM STDIN" : "a prepared INSERT") + ")"]
-        statements += plan.countStatements ?? []
+        statements += plan.dialect.analyzePruneTable.map { [$0] } ?? []
+        if plan.indexCheckStatement != nil {
+            statements.append("(when the token column leads an index) " + PruneApplyPlan.indexJoinSettings.joined(separator: "; "))
+        }
+        statements += plan.countStatement.map { [$0] } ?? []
         if case .sql(let text) = plan.action { statements.append("\(text)   -- prepared, once per token") }
         if let apply = plan.applyStatement { statements.append(apply) }
         for statement in statements { Console.out("  \(statement)") }
-        guard let explain = plan.explainStatement else { return }
-        try session.execute(plan.dialect.createPruneTable)
-        Console.out("plan:")
-        for line in try session.lines(explain) { Console.out("  \(line)") }
     }
 }

@@ -125,7 +125,7 @@ final class DatabaseCampaignTests: XCTestCase {
                      "--since", Self.utc(started)]
         let dry = try pushcast(apply + ["--dry-run"], database)
         XCTAssertEqual(dry.status, 0, dry.stderr)
-        XCTAssertTrue(dry.stdout.contains("plan:"), dry.stdout)
+        XCTAssertTrue(dry.stdout.contains("plan (first batch loaded):"), dry.stdout)
         XCTAssertEqual(try database.sql("SELECT COUNT(*) FROM push_devices WHERE NOT is_active;").trimmingCharacters(in: .whitespacesAndNewlines), "0")
 
         let first = try pushcast(apply, database)

@@ -62,6 +62,13 @@ final class DatabaseFailureTests: XCTestCase {
         let missing = try pushcast(["prune-apply", prune, "--to", database.url, "--table", "no_such_table",
                                     "--token-column", "token", "--set", "is_active = false"], database)
         assertStopped(missing, mentions: ["no_such_table"], passwords: passwords)
+        let timeless = try pushcast(["prune-apply", prune, "--to", database.url, "--table", "push_devices", "--token-column", "token",
+                                     "--set", "is_active = false", "--updated-column", "updated_at"], database)
+        assertStopped(timeless, mentions: ["p.csv:2: field 'unregistered_at'", "--since"], passwords: passwords)
+        try "token,provider,reason,unregistered_at,id\n\"abc,fcm\n".write(toFile: prune, atomically: true, encoding: .utf8)
+        let torn = try pushcast(["prune-apply", prune, "--to", database.url, "--table", "push_devices", "--token-column", "token",
+                                 "--delete"], database)
+        assertStopped(torn, mentions: ["p.csv:2"], passwords: passwords)
     }
 
     /// The server dies while the rows stream: exit 2 in bounded time, no snapshot left behind.

@@ -128,4 +128,29 @@ final class SQLitePruneTests: XCTestCase {
         XCTAssertEqual([second.matched, second.changed, second.alreadyApplied], [10, 0, 9])
         XCTAssertTrue(second.text(dryRun: false).contains("nothing to change"))
     }
+
+    func testDeleteAndPerTokenSQL() throws {
+        let path = NSTemporaryDirectory() + "pushcast-prune-\(UUID().uuidString).db"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        FileManager.default.createFile(atPath: path, contents: nil)
+        let session = try Database.connect(try DatabaseURL(parsing: "sqlite:" + path), password: nil)
+        try session.execute("CREATE TABLE d (id INTEGER PRIMARY KEY, token TEXT NOT NULL, note TEXT)")
+        for i in 0..<20 { try session.execute("INSERT INTO d (token) VALUES ('t\(i)')") }
+        // A token that looks like SQL is only ever data.
+        try session.execute("INSERT INTO d (token) VALUES ('x''); DROP TABLE d; --')")
+        let at = "2026-03-01 00:00:00"
+        let entries = [PruneEntry(token: "t1", at: at), PruneEntry(token: "t2", at: at), PruneEntry(token: "x'); DROP TABLE d; --", at: at)]
+        let table = try SQLIdentifier("d", what: "t"), token = try SQLIdentifier("token", what: "c")
+        let custom = try PruneApplyPlan(table: nil, tokenColumn: nil, updatedColumn: nil, action: .sql("UPDATE d SET note = 'gone' WHERE token = ?"),
+                                        dialect: session.dialect)
+        let noted = try PruneApplier.run(custom, session: session, entries: entries, lines: 3, dryRun: false) { false }
+        XCTAssertEqual(noted.changed, 3)
+        XCTAssertFalse(noted.counted)
+        let delete = try PruneApplyPlan(table: table, tokenColumn: token, updatedColumn: nil, action: .delete, dialect: session.dialect)
+        let first = try PruneApplier.run(delete, session: session, entries: entries, lines: 3, dryRun: false) { false }
+        XCTAssertEqual([first.matched, first.changed, first.notFound], [3, 3, 0])
+        let again = try PruneApplier.run(delete, session: session, entries: entries, lines: 3, dryRun: false) { false }
+        XCTAssertEqual([again.matched, again.changed, again.notFound], [0, 0, 3])
+        XCTAssertEqual(try session.integers("SELECT COUNT(*) FROM d"), [18])
+    }
 }
