@@ -150,16 +150,14 @@ public struct PruneApplySummary: Sendable, Equatable {
     public var alreadyApplied: Int { max(0, matched - reregistered - changed) }
 
     public func text(dryRun: Bool) -> String {
-        let verb = dryRun ? "would change" : "changed"
+        func line(_ label: String, _ value: Int) -> String { "  " + label + String(repeating: " ", count: max(1, 25 - label.count)) + "\(value)\n" }
         var out = "prune-apply: \(lines) prune lines, \(tokens) distinct tokens, \(batches) batches\n"
+        let changedLabel = dryRun ? "rows that would change:" : "rows changed:"
         if counted {
-            out += "  rows matched:            \(matched)\n"
-            out += "  rows \(verb):\(String(repeating: " ", count: max(1, 20 - verb.count)))\(changed)\n"
-            out += "  already pruned:          \(alreadyApplied)\n"
-            out += "  skipped, re-registered:  \(reregistered)\n"
-            out += "  tokens not found:        \(notFound)\n"
+            out += line("rows matched:", matched) + line(changedLabel, changed) + line("already pruned:", alreadyApplied)
+                + line("skipped, re-registered:", reregistered) + line("tokens not found:", notFound)
         } else {
-            out += "  rows \(verb): \(changed)\n"
+            out += line(changedLabel, changed)
         }
         if !dryRun && changed == 0 && lines > 0 { out += "nothing to change: the table already reflects this prune file" }
         return out.hasSuffix("\n") ? String(out.dropLast()) : out

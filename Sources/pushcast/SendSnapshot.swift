@@ -43,6 +43,7 @@ enum DatabaseInput {
             return nil
         }
         if parsed.positional("file") != nil { throw parsed.error("give either a token file or --from URL, not both") }
+        if parsed.value("format") != nil { throw parsed.error("--format is for token files; --from reads the query's columns") }
         let url: DatabaseURL
         do { url = try DatabaseURL(parsing: from) } catch { throw parsed.error("--from: \(error.description)") }
         let query = try queryText(parsed)

@@ -136,7 +136,7 @@ final class DatabaseCampaignTests: XCTestCase {
         XCTAssertEqual(inactive, tokens.subtracting([reregistered.token]), "exactly the pruned tokens, less the re-registered one")
         XCTAssertEqual(count("rows changed:", in: first.stdout), inactive.count, first.stdout)
         XCTAssertEqual(count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
-        XCTAssertEqual(count("would change:", in: dry.stdout), inactive.count, dry.stdout)
+        XCTAssertEqual(count("rows that would change:", in: dry.stdout), inactive.count, dry.stdout)
         XCTAssertEqual(try database.sql("SELECT COUNT(*) FROM push_devices WHERE NOT is_active AND pruned_at IS NULL;")
             .trimmingCharacters(in: .whitespacesAndNewlines), "0")
 
