@@ -223,4 +223,45 @@ final class DatabaseCampaignTests: XCTestCase {
         XCTAssertEqual(delivered.values.filter { $0 > 1 }.count, 0, "a token delivered twice")
         XCTAssertGreaterThan(delivered.count, 15_000)
     }
+
+    /// The other seed schema: Laravel's `device_tokens` (device_id unique, token string(100),
+    /// device_type defaulting to ios, timestamps) on MariaDB. The app deletes dead tokens, so
+    /// prune-apply --delete; an APNs token re-registered after Apple's 410 time stays.
+    func testLaravelDeviceTokensDeleteOnMariaDB() throws {
+        let database = try MariaDBServer()
+        defer { database.stop() }
+        try database.sql("""
+            CREATE TABLE device_tokens (id INT UNSIGNED AUTO_INCREMENT PRIMARY KEY, device_id VARCHAR(255) NOT NULL UNIQUE,
+              token VARCHAR(100) NOT NULL, device_type VARCHAR(255) NOT NULL DEFAULT 'ios', created_at TIMESTAMP NULL,
+              updated_at TIMESTAMP NULL, KEY (token));
+            """)
+        let rows = Self.fixture.rows.filter { $0.platform == "ios" }.prefix(3000)
+        let values = rows.map { "('dev-\($0.id)', \(DatabaseFixture.literal($0.token)), 'ios', NULL, \($0.id % 4 == 0 ? "NULL" : "'2026-01-01 00:00:00'"))" }
+        try database.sql("INSERT INTO device_tokens (device_id, token, device_type, created_at, updated_at) VALUES "
+            + values.joined(separator: ",") + ";")
+        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        defer { _ = mock.stop() }
+        let results = directory + "/laravel.results.ndjson", prune = directory + "/laravel.prune.csv"
+        let run = try pushcast(try sendArguments(["--from", database.url, "--query",
+                                                  "SELECT device_id, token, device_type AS platform, NULL AS app_version, NULL AS first_name FROM device_tokens ORDER BY id"],
+                                                 mock, results: results, prune: prune), database)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let byRow = try resultsByRow(results)
+        XCTAssertEqual(byRow.count, rows.count)
+        XCTAssertEqual(byRow[1]?["id"] as? String, "dev-\(rows.first!.id)", "device_id is the rows' identity")
+        let tokens = try prunedTokens(prune)
+        let dead = try XCTUnwrap(rows.first { $0.token.hasPrefix("dead") })
+        try database.sql("UPDATE device_tokens SET updated_at = UTC_TIMESTAMP() WHERE device_id = 'dev-\(dead.id)';")
+        let apply = ["prune-apply", prune, "--to", database.url, "--table", "device_tokens", "--token-column", "token", "--delete",
+                     "--updated-column", "updated_at", "--since", Self.utc(Date().addingTimeInterval(-600))]
+        let first = try pushcast(apply, database)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let left = Set(try database.sql("SELECT token FROM device_tokens;").split(separator: "\n").map(String.init))
+        XCTAssertEqual(Set(rows.map(\.token)).subtracting(left), tokens.subtracting([dead.token]), "exactly the pruned tokens' rows deleted")
+        XCTAssertTrue(left.contains(dead.token))
+        XCTAssertEqual(count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
+        let second = try pushcast(apply, database)
+        XCTAssertEqual(count("rows changed:", in: second.stdout), 0, second.stdout)
+        XCTAssertTrue(second.stdout.contains("nothing to change"), second.stdout)
+    }
 }
