@@ -56,7 +56,8 @@ enum DatabaseInput {
         let expanded = try SendCommand.shardSpec(parsed).expand(results)
         let spool = spoolPath(results: expanded)
         let journalHolds = (FileSystem.size(CampaignDurability.journalPath(results: expanded)) ?? 0) > 0
-        if resume && journalHolds {
+        if sending { try lockCampaign(results: expanded) }
+        if resume && journalHolds && !parsed.flag("force") {
             guard FileSystem.size(spool) != nil else {
                 throw CommandFailure("--resume: the snapshot \(spool) that this campaign ran from is gone, so the rows it sent "
                     + "cannot be told apart: --force queries again and starts the campaign over")
@@ -71,6 +72,18 @@ enum DatabaseInput {
         }
         try take(url: url, query: query, to: spool, parsed)
         return Snapshot(path: spool, source: source, temporary: false)
+    }
+
+    /// The campaign's journal lock, taken before the query and held to the end of the process:
+    /// a second sender of the same campaign stops here, before it could replace the snapshot this
+    /// one reads. (A process's record locks are its own: the engine's lock on the same journal
+    /// later is the same lock, and this descriptor is never closed, which would drop it.)
+    nonisolated(unsafe) private static var campaignLock: JournalFile?
+
+    private static func lockCampaign(results: String) throws {
+        do { campaignLock = try JournalFile(path: CampaignDurability.journalPath(results: results)) } catch {
+            throw CommandFailure(error.description)
+        }
     }
 
     private static func checkSnapshot(url: DatabaseURL, query: String, source: String, _ parsed: ParsedArguments) throws -> Snapshot {
@@ -103,7 +116,7 @@ enum DatabaseInput {
     /// Runs the query once into `path` (written to `path.partial`, synced, then renamed, so a
     /// snapshot is whole or absent). A stop signal ends it as an interruption before sending.
     static func take(url: DatabaseURL, query: String, to path: String, _ parsed: ParsedArguments) throws {
-        let partial = path + ".partial"
+        let partial = path + ".partial-\(CurrentProcess.id)"
         let started = Reactor.nowNanoseconds()
         let rows: Int
         do {

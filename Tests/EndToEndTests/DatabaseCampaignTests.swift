@@ -191,6 +191,12 @@ final class DatabaseCampaignTests: XCTestCase {
         while process.isRunning && Date() < deadline
             && ((try? String(contentsOfFile: results, encoding: .utf8))?.split(separator: "\n").count ?? 0) < 3000 { usleep(20_000) }
         XCTAssertTrue(process.isRunning, "the campaign ended before it could be killed")
+        // A second sender of the same campaign stops before it queries or touches the snapshot.
+        let snapshotBefore = try Data(contentsOf: URL(fileURLWithPath: results + ".snapshot.csv"))
+        let second = try pushcast(arguments + ["--resume"], database)
+        XCTAssertEqual(second.status, 2, second.stderr)
+        XCTAssertTrue(second.stderr.contains("is locked"), second.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: results + ".snapshot.csv")), snapshotBefore)
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         // The table changes after the kill: a query now would find no rows at all.

@@ -90,7 +90,7 @@ final class DatabaseFailureTests: XCTestCase {
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let partial = results + ".snapshot.csv.partial"
+        var partial: String { results + ".snapshot.csv.partial-\(process.processIdentifier)" }
         let deadline = Date().addingTimeInterval(60)
         while (FileManager.default.fileExists(atPath: partial) ? (try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int) ?? 0 : 0) < 1 << 20
             && Date() < deadline && process.isRunning { usleep(20_000) }
