@@ -23,11 +23,11 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public var host = ""
     public var port: Int?
     public var database = ""
-    /// Query parameters (percent-decoded): sslmode, sslrootcert (PostgreSQL); socket, ssl-ca (MySQL).
+    /// Query parameters (percent-decoded): sslmode, sslrootcert (PostgreSQL); socket, sslmode, ssl-ca (MySQL).
     public var parameters: [String: String] = [:]
 
     static let allowedParameters: [DatabaseKind: Set<String>] = [
-        .sqlite: [], .postgres: ["sslmode", "sslrootcert", "connect_timeout"], .mysql: ["socket", "ssl-ca", "connect_timeout"],
+        .sqlite: [], .postgres: ["sslmode", "sslrootcert", "connect_timeout"], .mysql: ["socket", "sslmode", "ssl-ca", "connect_timeout"],
     ]
 
     public init(parsing text: String) throws(DatabaseError) {
@@ -115,6 +115,30 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public var isLoopback: Bool {
         if kind == .sqlite || parameters["socket"] != nil || host.hasPrefix("/") { return true }
         return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    /// PostgreSQL's `sslmode`: off loopback `require` unless the URL asks for `verify-ca` or
+    /// `verify-full` (a weaker one is refused); on loopback the URL's, else libpq's default.
+    public func postgresSSLMode() throws(DatabaseError) -> String? {
+        let mode = parameters["sslmode"]
+        guard !isLoopback else { return mode }
+        guard mode == nil || ["require", "verify-ca", "verify-full"].contains(mode!) else {
+            throw DatabaseError("\(self): sslmode=\(mode!) refused for a server that is not on loopback (TLS is required)")
+        }
+        return mode ?? "require"
+    }
+
+    /// MySQL/MariaDB: whether the connection must be TLS with a verified server certificate
+    /// (MYSQL_OPT_SSL_ENFORCE): always off loopback, and on loopback with `sslmode=require`.
+    public func mysqlRequiresTLS() throws(DatabaseError) -> Bool {
+        switch parameters["sslmode"] {
+        case nil: return !isLoopback
+        case "require": return true
+        case let mode?:
+            guard isLoopback else { throw DatabaseError("\(self): sslmode=\(mode) refused for a server that is not on loopback (TLS is required)") }
+            guard mode == "disable" else { throw DatabaseError("\(self): sslmode is require or disable (loopback only)") }
+            return false
+        }
     }
 
     public var description: String {

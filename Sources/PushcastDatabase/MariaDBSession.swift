@@ -18,7 +18,12 @@ final class MariaDBSession: DatabaseSession {
         mysql_options(handle, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout)
         mysql_options(handle, MYSQL_OPT_READ_TIMEOUT, &readTimeout)
         mysql_options(handle, MYSQL_SET_CHARSET_NAME, "utf8mb4")
-        if !url.isLoopback {
+        let requiresTLS: Bool
+        do { requiresTLS = try url.mysqlRequiresTLS() } catch {
+            close()
+            throw error
+        }
+        if requiresTLS {
             // Off this machine, TLS is required (the connection fails without it), as with APNs.
             var enforce: Int8 = 1
             mysql_options(handle, MYSQL_OPT_SSL_ENFORCE, &enforce)

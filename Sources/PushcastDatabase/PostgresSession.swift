@@ -20,16 +20,8 @@ final class PostgresSession: DatabaseSession {
         if let user = url.user { parameters.append(("user", user)) }
         if let password { parameters.append(("password", password)) }
         if let root = url.parameters["sslrootcert"] { parameters.append(("sslrootcert", root)) }
-        let mode = url.parameters["sslmode"]
-        if !url.isLoopback {
-            // Off this machine, TLS is required: a URL may ask for more (verify-ca, verify-full), not less.
-            guard mode == nil || ["require", "verify-ca", "verify-full"].contains(mode!) else {
-                throw DatabaseError("\(url): sslmode=\(mode!) refused for a server that is not on loopback (TLS is required)")
-            }
-            parameters.append(("sslmode", mode ?? "require"))
-        } else if let mode {
-            parameters.append(("sslmode", mode))
-        }
+        // Off this machine, TLS is required: a URL may ask for more (verify-ca, verify-full), not less.
+        if let mode = try url.postgresSSLMode() { parameters.append(("sslmode", mode)) }
         conn = Self.connect(parameters)
         guard PQstatus(conn) == CONNECTION_OK else {
             let message = Self.message(PQerrorMessage(conn))

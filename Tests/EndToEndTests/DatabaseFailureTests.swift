@@ -56,6 +56,10 @@ final class DatabaseFailureTests: XCTestCase {
             let apply = try pushcast(["prune-apply", prune, "--to", database.url, "--table", "push_devices", "--token-column", "token",
                                       "--delete"], database, password: "Wr0ng-pa55word")
             assertStopped(apply, mentions: ["cannot connect"], passwords: passwords)
+            // The test servers have no TLS: a URL that requires it (as one off loopback does) is refused by the client.
+            let tls = try pushcast(["check", "--from", database.url + "?sslmode=require", "--query", "SELECT token FROM push_devices",
+                                    "--provider", "fcm", "--fcm-payload", "/dev/null"], database)
+            assertStopped(tls, mentions: ["ssl"], passwords: passwords)
         }
         assertStopped(try check(database, query: "SELECT token FROM no_such_table"), mentions: ["no_such_table"], passwords: passwords)
         assertStopped(try check(database, query: "SELEC token FROM push_devices"), mentions: ["syntax", "--from"], passwords: passwords)

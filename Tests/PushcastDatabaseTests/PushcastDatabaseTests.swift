@@ -21,6 +21,19 @@ final class DatabaseURLTests: XCTestCase {
         XCTAssertTrue(try DatabaseURL(parsing: "postgres://u@[::1]:5432/d").isLoopback)
     }
 
+    func testTLSIsRequiredOffLoopback() throws {
+        XCTAssertEqual(try DatabaseURL(parsing: "postgres://u@db.example.com/d").postgresSSLMode(), "require")
+        XCTAssertEqual(try DatabaseURL(parsing: "postgres://u@10.0.0.5/d?sslmode=verify-full").postgresSSLMode(), "verify-full")
+        XCTAssertThrowsError(try DatabaseURL(parsing: "postgres://u@10.0.0.5/d?sslmode=prefer").postgresSSLMode())
+        XCTAssertNil(try DatabaseURL(parsing: "postgres://u@127.0.0.1/d").postgresSSLMode())
+        XCTAssertEqual(try DatabaseURL(parsing: "postgres://u@localhost/d?sslmode=disable").postgresSSLMode(), "disable")
+        XCTAssertTrue(try DatabaseURL(parsing: "mysql://u@db.example.com/d").mysqlRequiresTLS())
+        XCTAssertFalse(try DatabaseURL(parsing: "mysql://u@127.0.0.1:3306/d").mysqlRequiresTLS())
+        XCTAssertTrue(try DatabaseURL(parsing: "mysql://u@127.0.0.1:3306/d?sslmode=require").mysqlRequiresTLS())
+        XCTAssertThrowsError(try DatabaseURL(parsing: "mysql://u@db.example.com/d?sslmode=disable").mysqlRequiresTLS())
+        XCTAssertFalse(try DatabaseURL(parsing: "mysql://u@h/d?socket=/run/mysqld/mysqld.sock").mysqlRequiresTLS())
+    }
+
     func testRefusesAPasswordWithoutEchoingIt() {
         XCTAssertThrowsError(try DatabaseURL(parsing: "postgres://app:s3cret-pw@host/db")) { error in
             let text = "\(error)"
