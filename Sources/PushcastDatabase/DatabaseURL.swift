@@ -153,9 +153,11 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
 
 /// Opens a session for a URL. `password` comes from the environment, never from the URL.
 public enum Database {
-    public static func connect(_ url: DatabaseURL, password: String?) throws(DatabaseError) -> DatabaseSession {
+    /// `readOnly`: a snapshot only reads (SQLite opens the file read-only, so a read-only file
+    /// or replica will do); prune-apply writes.
+    public static func connect(_ url: DatabaseURL, password: String?, readOnly: Bool = false) throws(DatabaseError) -> DatabaseSession {
         switch url.kind {
-        case .sqlite: return try SQLiteSession(path: url.path)
+        case .sqlite: return try SQLiteSession(path: url.path, readOnly: readOnly)
         case .postgres: return try PostgresSession(url: url, password: password)
         case .mysql: return try MariaDBSession(url: url, password: password)
         }

@@ -8,9 +8,9 @@ final class SQLiteSession: DatabaseSession {
     /// SQLITE_TRANSIENT: SQLite copies bound text before the call returns.
     private static let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 
-    init(path: String) throws(DatabaseError) {
-        // READWRITE without CREATE: a mistyped path is an error, not a new empty database.
-        let status = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
+    init(path: String, readOnly: Bool) throws(DatabaseError) {
+        // Never CREATE: a mistyped path is an error, not a new empty database.
+        let status = sqlite3_open_v2(path, &db, (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "error \(status)"
             sqlite3_close(db)

@@ -48,6 +48,12 @@ enum DatabaseInput {
         do { url = try DatabaseURL(parsing: from) } catch { throw parsed.error("--from: \(error.description)") }
         let query = try queryText(parsed)
         let source = "\(url) \(query)"
+        // Credentials and templates that cannot be read stop the run now, not after a long query.
+        _ = try SendCommand.makeTokenSource(parsed)
+        _ = try SendCommand.makeFCMPlan(parsed)
+        for option in ["payload", "fcm-payload"] {
+            if let path = parsed.value(option) { _ = try SendCommand.readTemplate(path, what: "--\(option) template") }
+        }
         let resume = parsed.flag("resume")
         guard let results = parsed.value("results") else {
             if sending || resume { throw parsed.error("--from needs --results FILE: the snapshot of the query's rows is kept beside it") }
@@ -120,7 +126,7 @@ enum DatabaseInput {
         let started = Reactor.nowNanoseconds()
         let rows: Int
         do {
-            let session = try Database.connect(url, password: try password(parsed, for: url))
+            let session = try Database.connect(url, password: try password(parsed, for: url), readOnly: true)
             defer { session.close() }
             let file = try OutputFile(path: partial, bufferBytes: 256 * 1024)
             let spool = CSVSpoolWriter { bytes in try file.append(bytes) }

@@ -21,16 +21,22 @@ final class DatabaseFailureTests: XCTestCase {
         return try runProgram(BinaryTests.binary, arguments, environment: environment, seconds: seconds)
     }
 
-    /// `check --from` with a query (check queries too, and needs no provider to be reachable).
-    func check(_ database: TestDatabase, query: String, password: String? = nil) throws -> PushcastRun {
+    /// `check --from` with a query (check queries too, and needs no provider to be reachable;
+    /// the FCM service account is one `pushcast mock` wrote).
+    func check(url: String, query: String, environment: [String: String] = [:]) throws -> PushcastRun {
         let message = directory + "/message.json", credentials = directory + "/fcm-service-account.json"
         try #"{"notification":{"title":"x"}}"#.write(toFile: message, atomically: true, encoding: .utf8)
         if !FileManager.default.fileExists(atPath: credentials) {
             let mock = try FCMSendTests.Mock(directory: directory, extra: [])
             _ = mock.stop()
         }
-        return try pushcast(["check", "--from", database.url, "--query", query, "--provider", "fcm", "--fcm-payload", message,
-                             "--fcm-credentials", credentials], database, password: password)
+        return try runProgram(BinaryTests.binary, ["check", "--from", url, "--query", query, "--provider", "fcm", "--fcm-payload", message,
+                                                   "--fcm-credentials", credentials],
+                              environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+    }
+
+    func check(_ database: TestDatabase, query: String, password: String? = nil, url: String? = nil) throws -> PushcastRun {
+        try check(url: url ?? database.url, query: query, environment: [database.passwordVariable: password ?? database.password])
     }
 
     func assertStopped(_ run: PushcastRun, mentions words: [String], passwords: [String], file: StaticString = #filePath, line: UInt = #line) {
@@ -57,8 +63,7 @@ final class DatabaseFailureTests: XCTestCase {
                                       "--delete"], database, password: "Wr0ng-pa55word")
             assertStopped(apply, mentions: ["cannot connect"], passwords: passwords)
             // The test servers have no TLS: a URL that requires it (as one off loopback does) is refused by the client.
-            let tls = try pushcast(["check", "--from", database.url + "?sslmode=require", "--query", "SELECT token FROM push_devices",
-                                    "--provider", "fcm", "--fcm-payload", "/dev/null"], database)
+            let tls = try check(database, query: "SELECT token FROM push_devices", url: database.url + "?sslmode=require")
             assertStopped(tls, mentions: ["ssl"], passwords: passwords)
         }
         assertStopped(try check(database, query: "SELECT token FROM no_such_table"), mentions: ["no_such_table"], passwords: passwords)
@@ -75,8 +80,12 @@ final class DatabaseFailureTests: XCTestCase {
         assertStopped(torn, mentions: ["p.csv:2"], passwords: passwords)
     }
 
-    /// The server dies while the rows stream: exit 2 in bounded time, no snapshot left behind.
-    func checkServerGoesAway(_ database: TestDatabase, query: String) throws {
+    /// What stops a query while its rows stream.
+    enum MidStream { case serverGoesAway, sigterm }
+
+    /// The server dies while the rows stream (exit 2), or pushcast gets SIGTERM (exit 3), in
+    /// bounded time; no snapshot is left behind and nothing is sent.
+    func checkStopMidStream(_ database: TestDatabase, query: String, _ what: MidStream) throws {
         let results = directory + "/gone.results.ndjson"
         let message = directory + "/message.json"
         try #"{"notification":{"title":"x"}}"#.write(toFile: message, atomically: true, encoding: .utf8)
@@ -100,16 +109,19 @@ final class DatabaseFailureTests: XCTestCase {
             && Date() < deadline && process.isRunning { usleep(20_000) }
         guard process.isRunning else {
             let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            return XCTFail("the query ended before the server could go away: \(text)")
+            return XCTFail("the query ended before it could be stopped: \(text)")
         }
-        database.crash()
+        switch what {
+        case .serverGoesAway: database.crash()
+        case .sigterm: kill(process.processIdentifier, SIGTERM)
+        }
         let stopBy = Date().addingTimeInterval(90)
         while process.isRunning && Date() < stopBy { usleep(50_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertEqual(process.terminationStatus, 2, text)
-        XCTAssertTrue(text.contains("--from"), text)
+        XCTAssertEqual(process.terminationStatus, what == .serverGoesAway ? 2 : 3, text)
+        XCTAssertTrue(text.contains(what == .serverGoesAway ? "--from" : "interrupted by SIGTERM before sending"), text)
         XCTAssertFalse(text.contains(database.password))
         XCTAssertFalse(FileManager.default.fileExists(atPath: partial), "a torn snapshot was left")
         XCTAssertFalse(FileManager.default.fileExists(atPath: results + ".snapshot.csv"))
@@ -120,10 +132,16 @@ final class DatabaseFailureTests: XCTestCase {
         let database = try SQLiteDatabase()
         defer { database.stop() }
         try checkErrors(database, kind: "sqlite")
-        let nowhere = try runPushcast(["check", "--from", "sqlite:" + directory + "/absent.db", "--query", "SELECT 1", "--provider", "fcm",
-                                       "--fcm-payload", "/dev/null"])
+        // Credentials that cannot be read stop the run before the query runs.
+        let early = try runPushcast(["check", "--from", database.url, "--query", "SELECT token FROM no_such_table", "--provider", "fcm",
+                                     "--fcm-payload", directory + "/message.json", "--fcm-credentials", directory + "/absent.json"])
+        XCTAssertEqual(early.status, 2, early.stderr)
+        XCTAssertTrue(early.stderr.contains("absent.json") && !early.stderr.contains("no_such_table"), early.stderr)
+        let nowhere = try check(url: "sqlite:" + directory + "/absent.db", query: "SELECT 1")
         XCTAssertEqual(nowhere.status, 2, nowhere.stderr)
         XCTAssertTrue(nowhere.stderr.contains("unable to open") || nowhere.stderr.contains("cannot open"), nowhere.stderr)
+        try checkStopMidStream(database, query: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000000) "
+            + "SELECT x AS device_id, 'tok' || x AS token FROM c", .sigterm)
     }
 
     func testPostgresErrorsAndAServerThatGoesAway() throws {
@@ -131,21 +149,20 @@ final class DatabaseFailureTests: XCTestCase {
         defer { database.stop() }
         try checkErrors(database, kind: "postgres")
         // Two small set-returning functions crossed: the rows stream (one big one would be materialised first).
-        try checkServerGoesAway(database, query: "SELECT a::bigint * 100000 + b AS device_id, 'tok' || a || '-' || b AS token "
-            + "FROM generate_series(1, 100000) a, generate_series(1, 1000) b")
+        try checkStopMidStream(database, query: "SELECT a::bigint * 100000 + b AS device_id, 'tok' || a || '-' || b AS token "
+            + "FROM generate_series(1, 100000) a, generate_series(1, 1000) b", .serverGoesAway)
     }
 
     func testMariaDBErrorsAndAServerThatGoesAway() throws {
         let database = try MariaDBServer()
         defer { database.stop() }
         try checkErrors(database, kind: "mysql")
-        try checkServerGoesAway(database, query: "SELECT seq AS device_id, CONCAT('tok', seq) AS token FROM seq_1_to_100000000")
+        try checkStopMidStream(database, query: "SELECT seq AS device_id, CONCAT('tok', seq) AS token FROM seq_1_to_100000000", .serverGoesAway)
     }
 
     /// TLS off loopback: a URL that would turn it off is refused before connecting.
     func testANetworkDatabaseNeedsTLS() throws {
-        let run = try runPushcast(["check", "--from", "postgres://app@192.0.2.1:5432/push?sslmode=disable", "--query", "SELECT 1",
-                                   "--provider", "fcm", "--fcm-payload", "/dev/null"], seconds: 30)
+        let run = try check(url: "postgres://app@192.0.2.1:5432/push?sslmode=disable", query: "SELECT 1")
         XCTAssertEqual(run.status, 2, run.stderr)
         XCTAssertTrue(run.stderr.contains("TLS is required"), run.stderr)
     }
