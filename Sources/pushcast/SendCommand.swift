@@ -126,7 +126,9 @@ enum SendCommand {
         let snapshot: DatabaseInput.Snapshot?
         do { snapshot = try DatabaseInput.prepare(parsed, sending: sending) } catch is Interrupted { return interruptedBeforeSending() }
         defer { snapshot?.cleanUp() }
-        do { plan = try makePlan(parsed, inputPath: snapshot?.path) } catch is Interrupted { return interruptedBeforeSending() }
+        do { plan = try makePlan(parsed, inputPath: snapshot?.path, campaignInput: snapshot?.source) } catch is Interrupted {
+            return interruptedBeforeSending()
+        }
         plan.inputSource = snapshot?.source ?? ""
         if !sending { return try check(plan, parsed) }
         if StopSignals.received > 0 { return interruptedBeforeSending() }
@@ -215,7 +217,9 @@ enum SendCommand {
         return (renderings, settings, apnsEndpoint)
     }
 
-    static func makePlan(_ parsed: ParsedArguments, inputPath: String? = nil) throws -> Plan {
+    /// `inputPath` and `campaignInput`: a database snapshot's path, and its query, which names the
+    /// campaign instead of the path (each shard's snapshot has a path of its own).
+    static func makePlan(_ parsed: ParsedArguments, inputPath: String? = nil, campaignInput: String? = nil) throws -> Plan {
         guard let path = inputPath ?? parsed.positional("file") else { throw parsed.error("missing the token file (or --from URL --query SQL)") }
         let format = try inputFormat(parsed, path: path)
         let catalog = ProviderCatalog.standard
@@ -248,7 +252,7 @@ enum SendCommand {
         let fcmTemplate = try fcm != nil ? templateFile(parsed, "fcm-payload", "FCM message template",
                                                         missing: "--fcm-payload FILE is required with FCM credentials (the FCM message template)") : nil
         let templateTexts = [apnsTemplate?.text, fcmTemplate?.text].compactMap { $0 }
-        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
+        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: campaignInput ?? fileName)
         let configured = Set([apnsTemplate.map { _ in ProviderID.apns }, fcmTemplate.map { _ in ProviderID.fcm }].compactMap { $0 })
 
         let shard = try shardSpec(parsed)

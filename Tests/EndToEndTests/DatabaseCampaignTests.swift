@@ -270,4 +270,28 @@ final class DatabaseCampaignTests: XCTestCase {
         XCTAssertEqual(count("rows changed:", in: second.stdout), 0, second.stdout)
         XCTAssertTrue(second.stdout.contains("nothing to change"), second.stdout)
     }
+
+    /// Two shards each send from the same query (each takes a snapshot of its own; the campaign
+    /// id comes from the query, not the snapshot's path), and `pushcast merge` finds every row once.
+    func testShardsFromOneQueryMerge() throws {
+        let database = try SQLiteDatabase()
+        defer { database.stop() }
+        try database.sql(DatabaseFixture.schema("sqlite"))
+        let fixture = DatabaseFixture(rows: 6000, seed: 3)
+        try database.sql(fixture.inserts)
+        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        defer { _ = mock.stop() }
+        let results = directory + "/shard-{shard}.results.ndjson", prune = directory + "/shard-{shard}.prune.csv"
+        var arguments = try sendArguments(["--from", database.url, "--query", DatabaseFixture.query], mock, results: results, prune: prune)
+        arguments.removeAll { $0 == "--campaign" || $0 == "issue14" }
+        for shard in ["0/2", "1/2"] {
+            let run = try pushcast(arguments + ["--shard", shard], database)
+            XCTAssertEqual(run.status, 0, run.stderr)
+        }
+        let merged = try runPushcast(["merge", "--input", directory + "/shard-0.results.ndjson.snapshot.csv", "--shards", "2",
+                                      "--results-pattern", results, "--results", directory + "/merged.results.ndjson"])
+        XCTAssertEqual(merged.status, 0, merged.stdout + merged.stderr)
+        let byRow = try resultsByRow(directory + "/merged.results.ndjson")
+        XCTAssertEqual(byRow.count, fixture.rows.count)
+    }
 }
