@@ -63,11 +63,16 @@ final class DatabaseCampaignTests: XCTestCase {
         return results
     }
 
+    /// The table made and filled with `fixture`'s rows, and a mock to send to.
+    func seeded(_ database: TestDatabase, kind: String, _ fixture: DatabaseFixture) throws -> FCMSendTests.Mock {
+        try database.sql(DatabaseFixture.schema(kind))
+        try database.sql(fixture.inserts)
+        return try FCMSendTests.Mock(directory: directory, extra: [])
+    }
+
     /// The acceptance run for one database.
     func campaignRoundTrip(_ database: TestDatabase, kind: String) throws {
-        try database.sql(DatabaseFixture.schema(kind))
-        try database.sql(Self.fixture.inserts)
-        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        let mock = try seeded(database, kind: kind, Self.fixture)
         defer { _ = mock.stop() }
         let baseline = try baselineResults(mock)
 
@@ -171,10 +176,8 @@ final class DatabaseCampaignTests: XCTestCase {
     func testKilledDatabaseCampaignResumesFromItsSnapshot() throws {
         let database = try PostgresServer()
         defer { database.stop() }
-        try database.sql(DatabaseFixture.schema("postgres"))
         let fixture = DatabaseFixture(rows: 20_000, seed: 7)
-        try database.sql(fixture.inserts)
-        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        let mock = try seeded(database, kind: "postgres", fixture)
         defer { _ = mock.stop() }
         let results = directory + "/kill.results.ndjson", prune = directory + "/kill.prune.csv"
         let arguments = try sendArguments(["--from", database.url, "--query", DatabaseFixture.query], mock, results: results, prune: prune)
@@ -276,10 +279,8 @@ final class DatabaseCampaignTests: XCTestCase {
     func testShardsFromOneQueryMerge() throws {
         let database = try SQLiteDatabase()
         defer { database.stop() }
-        try database.sql(DatabaseFixture.schema("sqlite"))
         let fixture = DatabaseFixture(rows: 6000, seed: 3)
-        try database.sql(fixture.inserts)
-        let mock = try FCMSendTests.Mock(directory: directory, extra: [])
+        let mock = try seeded(database, kind: "sqlite", fixture)
         defer { _ = mock.stop() }
         let results = directory + "/shard-{shard}.results.ndjson", prune = directory + "/shard-{shard}.prune.csv"
         var arguments = try sendArguments(["--from", database.url, "--query", DatabaseFixture.query], mock, results: results, prune: prune)
