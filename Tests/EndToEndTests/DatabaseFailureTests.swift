@@ -160,6 +160,31 @@ final class DatabaseFailureTests: XCTestCase {
         try checkStopMidStream(database, query: "SELECT seq AS device_id, CONCAT('tok', seq) AS token FROM seq_1_to_100000000", .serverGoesAway)
     }
 
+    /// TLS that works: servers with a certificate for 127.0.0.1, reached with a URL that requires
+    /// TLS and verifies the server against that certificate; a client trusting another CA is
+    /// refused.
+    func checkVerifiedTLS(_ database: TestDatabase & ServerChild, certificate: String, url: (String) -> String) throws {
+        try database.sql("CREATE TABLE d (token VARCHAR(200)); INSERT INTO d VALUES ('fAAA'), ('fBBB');")
+        let good = try check(database, query: "SELECT token FROM d", url: url(certificate))
+        XCTAssertEqual(good.status, 0, good.stderr)
+        XCTAssertTrue(good.stderr.contains("2 rows read into the snapshot"), good.stderr)
+        let (other, _) = try database.makeCertificate(name: "other")
+        let refused = try check(database, query: "SELECT token FROM d", url: url(other))
+        assertStopped(refused, mentions: ["cannot connect", "certificate"], passwords: [database.password])
+    }
+
+    func testPostgresOverVerifiedTLS() throws {
+        let database = try PostgresServer(tls: true)
+        defer { database.stop() }
+        try checkVerifiedTLS(database, certificate: try XCTUnwrap(database.certificate)) { "\(database.url)?sslmode=verify-full&sslrootcert=\($0)" }
+    }
+
+    func testMariaDBOverVerifiedTLS() throws {
+        let database = try MariaDBServer(tls: true)
+        defer { database.stop() }
+        try checkVerifiedTLS(database, certificate: try XCTUnwrap(database.certificate)) { "\(database.url)?sslmode=require&ssl-ca=\($0)" }
+    }
+
     /// TLS off loopback: a URL that would turn it off is refused before connecting.
     func testANetworkDatabaseNeedsTLS() throws {
         let run = try check(url: "postgres://app@192.0.2.1:5432/push?sslmode=disable", query: "SELECT 1")

@@ -123,6 +123,16 @@ class ServerChild {
         self.crashSignal = crashSignal
     }
 
+    /// A self-signed certificate for 127.0.0.1 (the server's, and the CA a client trusts), made
+    /// with the openssl tool: (certificate, key) paths in `directory/name-*.pem`.
+    func makeCertificate(name: String = "server") throws -> (certificate: String, key: String) {
+        let certificate = directory + "/\(name)-cert.pem", key = directory + "/\(name)-key.pem"
+        try DatabaseServers.tool("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate,
+                                                      "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+        return (certificate, key)
+    }
+
     /// Runs `start`; when it fails, what it started is stopped before the error goes on.
     func launch(_ start: () throws -> Void) throws {
         do { try start() } catch {
@@ -158,27 +168,35 @@ final class PostgresServer: ServerChild, TestDatabase {
     }
 
     var url: String { "postgres://\(Self.user)@127.0.0.1:\(port)/push" }
+    /// With `tls`: the server's certificate, which a client trusts as its CA.
+    private(set) var certificate: String?
 
-    init() throws {
+    init(tls: Bool = false) throws {
         // SIGINT: a fast shutdown; SIGQUIT: an immediate one, the backends die at once.
         try super.init(name: "pg", stopSignal: SIGINT, crashSignal: SIGQUIT)
-        try launch(start)
+        try launch { try start(tls: tls) }
     }
 
     private func asPostgres(_ tool: String) -> [String] {
         ["--reuid=postgres", "--regid=postgres", "--init-groups", "--", Self.binDirectory + "/" + tool]
     }
 
-    private func start() throws {
+    private func start(tls: Bool) throws {
         let data = directory + "/data", passwordFile = directory + "/pw"
         try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        var settings: [String] = []
+        if tls {
+            let (certificate, key) = try makeCertificate()
+            self.certificate = certificate
+            settings = ["-c", "ssl=on", "-c", "ssl_cert_file=" + certificate, "-c", "ssl_key_file=" + key]
+        }
         _ = try DatabaseServers.tool("/bin/chown", ["-R", "postgres:postgres", directory])
         try DatabaseServers.tool("/usr/bin/setpriv", asPostgres("initdb") + ["-D", data, "-U", Self.user, "--pwfile=" + passwordFile,
                                                                              "--auth=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
         let log = directory + "/server.log"
         process = try DatabaseServers.start("/usr/bin/setpriv", asPostgres("postgres") + [
             "-D", data, "-p", String(port), "-k", directory, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-            "-c", "synchronous_commit=off", "-c", "full_page_writes=off"], log: log)
+            "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] + settings, log: log)
         try DatabaseServers.wait(for: process!, seconds: 60, log: log) {
             (try? psql("SELECT 1", database: "postgres")) != nil
         }
@@ -204,21 +222,29 @@ final class MariaDBServer: ServerChild, TestDatabase {
 
     var url: String { "mysql://pushcast@127.0.0.1:\(port)/push" }
     var socket: String { directory + "/mysqld.sock" }
+    /// With `tls`: the server's certificate, which a client trusts as its CA.
+    private(set) var certificate: String?
 
-    init() throws {
+    init(tls: Bool = false) throws {
         try super.init(name: "maria", stopSignal: SIGTERM, crashSignal: SIGKILL)
-        try launch(start)
+        try launch { try start(tls: tls) }
     }
 
-    private func start() throws {
+    private func start(tls: Bool) throws {
         let data = directory + "/data"
+        var settings: [String] = []
+        if tls {
+            let (certificate, key) = try makeCertificate()
+            self.certificate = certificate
+            settings = ["--ssl-cert=" + certificate, "--ssl-key=" + key]
+        }
         try DatabaseServers.tool("/usr/bin/mariadb-install-db", ["--no-defaults", "--datadir=" + data, "--user=root", "--skip-test-db",
                                                                  "--skip-name-resolve"], seconds: 180)
         let log = directory + "/server.log"
         process = try DatabaseServers.start("/usr/sbin/mariadbd", [
             "--no-defaults", "--datadir=" + data, "--user=root", "--port=\(port)", "--bind-address=127.0.0.1", "--socket=" + socket,
             "--pid-file=" + directory + "/mysqld.pid", "--skip-name-resolve", "--innodb-buffer-pool-size=256M",
-            "--innodb-flush-log-at-trx-commit=0", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin"], log: log)
+            "--innodb-flush-log-at-trx-commit=0", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin"] + settings, log: log)
         try DatabaseServers.wait(for: process!, seconds: 60, log: log) { (try? admin("SELECT 1")) != nil }
         try admin("CREATE DATABASE push CHARACTER SET utf8mb4 COLLATE utf8mb4_bin; "
             + "CREATE USER 'pushcast'@'127.0.0.1' IDENTIFIED BY '\(password)'; GRANT ALL ON push.* TO 'pushcast'@'127.0.0.1';")
