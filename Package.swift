@@ -32,6 +32,10 @@ let package = Package(
             name: "CURing",
             linkerSettings: [.linkedLibrary("uring")]
         ),
+        // Database clients (issue 14): SQLite, libpq, libmariadb, imported as they are.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
 
         .target(name: "PushcastCore", swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
@@ -48,6 +52,8 @@ let package = Package(
             name: "PushcastEngine",
             dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
             swiftSettings: hotPath),
+        // Query snapshots and prune-apply against SQLite, PostgreSQL and MySQL/MariaDB.
+        .target(name: "PushcastDatabase", dependencies: ["PushcastCore", "CSQLite", "CPostgres", "CMariaDB"]),
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
@@ -57,7 +63,7 @@ let package = Package(
         .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
@@ -74,6 +80,7 @@ let package = Package(
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
                                    "PushcastReactor", "PushcastTransport", "PushcastAPNs"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
+        .testTarget(name: "PushcastDatabaseTests", dependencies: ["PushcastDatabase"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]
 )

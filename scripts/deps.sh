@@ -11,11 +11,14 @@
 #   prometheus prometheus-node-exporter      promtool checks --metrics-file, node_exporter's textfile collector serves it (MetricsTests)
 #   python3-h2                               Tests/Ops/hostile_reasons.py: an HTTP/2 server answering 10,000 distinct reasons (MetricsTests)
 #   chromium                                 headless Chromium renders pushcast report's HTML in the report tests (ReportTests)
+#   libsqlite3-dev libpq-dev libmariadb-dev  the database clients (--from, prune-apply): SQLite, libpq, libmariadb
+#   sqlite3 postgresql mariadb-server        the database servers (and their CLI clients) the database tests start
 set -euo pipefail
 
 packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl
           munge slurmctld slurmd slurm-client python3-venv
-          prometheus prometheus-node-exporter python3-h2 chromium)
+          prometheus prometheus-node-exporter python3-h2 chromium
+          libsqlite3-dev libpq-dev libmariadb-dev sqlite3 postgresql mariadb-server)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

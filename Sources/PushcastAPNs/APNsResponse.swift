@@ -2,6 +2,7 @@
 // verdict each (status, reason) leads to. The table is open-ended: an unknown reason is kept as
 // text and classified by its status, never a crash.
 
+import PushcastCore
 import PushcastJSON
 import PushcastWire
 
@@ -212,22 +213,7 @@ enum ISO8601 {
 
     static func string(milliseconds: Int64) -> String? {
         guard milliseconds >= 0 && milliseconds <= millisecondsMax else { return nil }
-        let seconds = milliseconds / 1000
-        let days = seconds / 86_400
-        let secondOfDay = seconds % 86_400
-        let z = days + 719_468
-        let era = z / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(milliseconds % 1000, 3))Z"
+        let time = CivilTime(epochSeconds: milliseconds / 1000)
+        return time.text(separator: "T") + "." + CivilTime.pad(milliseconds % 1000, 3) + "Z"
     }
 }

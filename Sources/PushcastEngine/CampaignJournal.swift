@@ -16,9 +16,14 @@ public struct CampaignFingerprint: Equatable, Sendable {
     /// journal records which shard it is, so resuming with another `--shard` is refused, and
     /// `pushcast merge` can tell shards of other campaigns.
     public var shard: String
+    /// For a database campaign (`--from`): the URL (never a password) and the query its snapshot
+    /// came from; the snapshot's own fingerprint is `input`. Empty for a file.
+    public var source: String
 
-    public init(campaign: String, input: String, templates: String, providers: String, resultsFormat: String, shard: String = "") {
+    public init(campaign: String, input: String, templates: String, providers: String, resultsFormat: String, shard: String = "",
+                source: String = "") {
         self.shard = shard
+        self.source = source
         self.campaign = campaign
         self.input = input
         self.templates = templates
@@ -29,7 +34,7 @@ public struct CampaignFingerprint: Equatable, Sendable {
     /// The journal's first line.
     var headerLine: String {
         "pushcast-journal 1 campaign=\(campaign) input=\(input) templates=\(templates) providers=\(providers) results=\(resultsFormat)"
-            + (shard.isEmpty ? "" : " shard=\(shard)") + "\n"
+            + (shard.isEmpty ? "" : " shard=\(shard)") + (source.isEmpty ? "" : " source=\(JournalText.escape(source))") + "\n"
     }
 
     /// The fields that differ from `other`, in words, for the refusal.
@@ -40,6 +45,7 @@ public struct CampaignFingerprint: Equatable, Sendable {
         if templates != other.templates { out.append("the templates or headers") }
         if providers != other.providers { out.append("the providers (\(other.providers) then, \(providers) now)") }
         if resultsFormat != other.resultsFormat { out.append("the results format") }
+        if source != other.source { out.append("the database query (--from/--query)") }
         if shard != other.shard { out.append("the shard (\(other.shard.isEmpty ? "none" : other.shard) then, \(shard.isEmpty ? "none" : shard) now)") }
         return out
     }
@@ -152,7 +158,7 @@ public struct JournalState: Equatable {
 
     public static func parseHeader(_ line: String) -> CampaignFingerprint? {
         let fields = line.split(separator: " ")
-        guard fields.count == 7 || fields.count == 8, fields[0] == "pushcast-journal", fields[1] == "1" else { return nil }
+        guard (7...9).contains(fields.count), fields[0] == "pushcast-journal", fields[1] == "1" else { return nil }
         var values: [String: String] = [:]
         for field in fields.dropFirst(2) {
             let pair = field.split(separator: "=", maxSplits: 1)
@@ -162,7 +168,7 @@ public struct JournalState: Equatable {
         guard let campaign = values["campaign"], let input = values["input"], let templates = values["templates"],
               let providers = values["providers"], let results = values["results"] else { return nil }
         return CampaignFingerprint(campaign: campaign, input: input, templates: templates, providers: providers, resultsFormat: results,
-                                   shard: values["shard"] ?? "")
+                                   shard: values["shard"] ?? "", source: values["source"].map(JournalText.unescape) ?? "")
     }
 }
 
@@ -313,5 +319,36 @@ extension CampaignDurability {
             if recovered.isFinished(row) { return .skip }
             return earlier.mayHaveGoneOut(row: row, feed: provider.rawValue) ? .unknown : .send
         }
+    }
+}
+
+/// A journal field's text with no space or newline in it: `%`, space, `=` and control bytes as
+/// `%XX` (a query is recorded so; it never holds a password).
+enum JournalText {
+    static func escape(_ text: String) -> String {
+        var out: [UInt8] = []
+        let hex = Array("0123456789ABCDEF".utf8)
+        for byte in text.utf8 {
+            if byte <= 0x20 || byte == 0x25 || byte == 0x3D || byte == 0x7F {
+                out += [0x25, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            } else {
+                out.append(byte)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func unescape(_ text: String) -> String {
+        var out: [UInt8] = []
+        var bytes = Array(text.utf8)[...]
+        while let byte = bytes.popFirst() {
+            if byte == 0x25, bytes.count >= 2, let value = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) {
+                out.append(value)
+                bytes = bytes.dropFirst(2)
+            } else {
+                out.append(byte)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

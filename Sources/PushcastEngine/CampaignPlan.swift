@@ -28,6 +28,9 @@ public struct CampaignPlan {
     /// and the templates and fixed headers.
     public var inputFingerprint = "stdin"
     public var templatesFingerprint = ""
+    /// Where a database snapshot's rows came from (`URL query`, no password), for the journal;
+    /// empty for a file.
+    public var inputSource = ""
     /// `--shard`: the rows this process takes.
     public var shard = ShardSpec.whole
     /// The shard's rows, as the first read of a file found them (nil: unsharded, or stdin).

@@ -70,19 +70,21 @@ enum SendCommand {
         .flag("quiet", help: "no progress line"),
         .flag("dry-run", help: "check everything without connecting (same as pushcast check)"),
         CommonOptions.io,
-    ] + OperatorOptions.options
+    ] + OperatorOptions.options + DatabaseInput.options
 
     static let spec = CommandSpec(
         name: "pushcast send",
         summary: "Send one campaign to every token in a CSV or NDJSON file; write results and prune files.",
         options: options,
-        positionals: [PositionalSpec("file", help: "token file (CSV with a header row, or NDJSON); - reads stdin")])
+        positionals: [PositionalSpec("file", help: "token file (CSV with a header row, or NDJSON); - reads stdin; none with --from URL",
+                                     arity: .optional)])
 
     static let checkSpec = CommandSpec(
         name: "pushcast check",
         summary: "Check the input, template, keys and payload sizes without connecting; print what send would do.",
         options: options.filter { $0.name != "dry-run" },
-        positionals: [PositionalSpec("file", help: "token file (CSV with a header row, or NDJSON); - reads stdin")])
+        positionals: [PositionalSpec("file", help: "token file (CSV with a header row, or NDJSON); - reads stdin; none with --from URL",
+                                     arity: .optional)])
 
     /// Everything decided before the first row is read for sending: the engine's
     /// `CampaignPlan` (its fields read through this one), and the providers' credentials and
@@ -120,8 +122,14 @@ enum SendCommand {
         if sending && parsed.flag("resume") && parsed.positional("file") == "-" {
             throw CommandFailure("--resume needs the input file again, and stdin cannot be read twice: save the export to a file")
         }
-        let plan: Plan
-        do { plan = try makePlan(parsed) } catch is Interrupted { return interruptedBeforeSending() }
+        var plan: Plan
+        let snapshot: DatabaseInput.Snapshot?
+        do { snapshot = try DatabaseInput.prepare(parsed, sending: sending) } catch is Interrupted { return interruptedBeforeSending() }
+        defer { snapshot?.cleanUp() }
+        do { plan = try makePlan(parsed, inputPath: snapshot?.path, campaignInput: snapshot?.source) } catch is Interrupted {
+            return interruptedBeforeSending()
+        }
+        plan.inputSource = snapshot?.source ?? ""
         if !sending { return try check(plan, parsed) }
         if StopSignals.received > 0 { return interruptedBeforeSending() }
         return try send(plan, parsed)
@@ -209,8 +217,10 @@ enum SendCommand {
         return (renderings, settings, apnsEndpoint)
     }
 
-    static func makePlan(_ parsed: ParsedArguments) throws -> Plan {
-        guard let path = parsed.positional("file") else { throw parsed.error("missing the token file") }
+    /// `inputPath` and `campaignInput`: a database snapshot's path, and its query, which names the
+    /// campaign instead of the path (each shard's snapshot has a path of its own).
+    static func makePlan(_ parsed: ParsedArguments, inputPath: String? = nil, campaignInput: String? = nil) throws -> Plan {
+        guard let path = inputPath ?? parsed.positional("file") else { throw parsed.error("missing the token file (or --from URL --query SQL)") }
         let format = try inputFormat(parsed, path: path)
         let catalog = ProviderCatalog.standard
         let defaultProvider = catalog.provider(named: try parsed.choice("provider", from: catalog.ids.map(\.rawValue)) ?? "apns")!
@@ -242,7 +252,7 @@ enum SendCommand {
         let fcmTemplate = try fcm != nil ? templateFile(parsed, "fcm-payload", "FCM message template",
                                                         missing: "--fcm-payload FILE is required with FCM credentials (the FCM message template)") : nil
         let templateTexts = [apnsTemplate?.text, fcmTemplate?.text].compactMap { $0 }
-        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: fileName)
+        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: campaignInput ?? fileName)
         let configured = Set([apnsTemplate.map { _ in ProviderID.apns }, fcmTemplate.map { _ in ProviderID.fcm }].compactMap { $0 })
 
         let shard = try shardSpec(parsed)

@@ -12,7 +12,7 @@ extension SendCommand {
         let fingerprint = CampaignFingerprint(campaign: plan.campaign, input: plan.inputFingerprint, templates: plan.templatesFingerprint,
                                               providers: plan.renderings.keys.map(\.rawValue).sorted().joined(separator: ","),
                                               resultsFormat: output.resultsFormat.rawValue,
-                                              shard: plan.shard.isSplit ? plan.shard.description : "")
+                                              shard: plan.shard.isSplit ? plan.shard.description : "", source: plan.inputSource)
         let request = ResumeRequest(resume: parsed.resume, force: parsed.force, retryUnknown: parsed.retryUnknown,
                                     policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch)
         do {

@@ -7,7 +7,8 @@ let group = CommandGroup(
     name: "pushcast",
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
     commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec,
-               ReportCommand.spec, VersionCommand.spec])
+               ReportCommand.spec, VersionCommand.spec,
+               PruneApplyCommand.spec, SnapshotCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
     Console.use(LogFormat.scan(arguments))
@@ -33,6 +34,8 @@ func runMain(_ arguments: [String]) -> Int32 {
                 case MergeCommand.spec.name: return try MergeCommand.run(parsed).rawValue
                 case VersionCommand.spec.name: return try VersionCommand.run(parsed).rawValue
                 case ReportCommand.spec.name: return try ReportCommand.run(parsed).rawValue
+                case PruneApplyCommand.spec.name: return try PruneApplyCommand.run(parsed).rawValue
+                case SnapshotCommand.spec.name: return try SnapshotCommand.run(parsed).rawValue
                 default: preconditionFailure("unhandled command \(spec.name)")
                 }
             }
