@@ -290,20 +290,23 @@ public struct RowPreparer {
         }
     }
 
-    /// The `--shard` hash of a row's key (`ShardSpec`: XXH64 of the token, seeded by the provider).
+    /// The `--shard` hash of a row's key (`ShardSpec`: XXH64 of the normalised token, seeded by
+    /// the provider): the one place the preparer computes it.
     @inline(__always)
-    func shardHash(_ provider: ProviderID, _ token: String) -> UInt64 {
-        let seed = shardSeeds[provider.position]
-        if let h = token.utf8.withContiguousStorageIfAvailable({ XXH64.hash(UnsafeRawBufferPointer($0), seed: seed) }) { return h }
-        var copy = token
-        return copy.withUTF8 { XXH64.hash(UnsafeRawBufferPointer($0), seed: seed) }
+    func shardHash(_ provider: ProviderID, token: UnsafeRawBufferPointer) -> UInt64 {
+        XXH64.hash(token, seed: shardSeeds[provider.position])
     }
 
+    /// The same, of a token given as text (the fixed-vector tests).
+    func shardHash(_ provider: ProviderID, _ token: String) -> UInt64 {
+        var copy = token
+        return copy.withUTF8 { shardHash(provider, token: UnsafeRawBufferPointer($0)) }
+    }
 
     /// The same, of the current row's `tokenBytes`.
     @inline(__always)
     private func tokenShardHash(_ provider: ProviderID) -> UInt64 {
-        tokenBytes.withUnsafeBytes { XXH64.hash($0, seed: shardSeeds[provider.position]) }
+        tokenBytes.withUnsafeBytes { shardHash(provider, token: $0) }
     }
 
     private func rowID(_ view: RowView) -> String? {
