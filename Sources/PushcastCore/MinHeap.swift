@@ -1,18 +1,24 @@
 /// A binary min-heap with a fixed comparison, for timers and delayed work. `reserveCapacity` at
-/// start-up keeps pushes from allocating on the hot path.
+/// start-up keeps pushes from allocating on the hot path. Inlinable, so each user gets a copy
+/// specialised for its element (unspecialised, every move went through generic metadata).
 public struct MinHeap<Element> {
-    private var items: [Element] = []
-    private let less: (Element, Element) -> Bool
+    @usableFromInline var items: [Element] = []
+    @usableFromInline let less: (Element, Element) -> Bool
 
+    @inlinable
     public init(capacity: Int = 0, less: @escaping (Element, Element) -> Bool) {
         self.less = less
         items.reserveCapacity(capacity)
     }
 
+    @inlinable
     public var count: Int { items.count }
+    @inlinable
     public var isEmpty: Bool { items.isEmpty }
+    @inlinable
     public var first: Element? { items.first }
 
+    @inlinable
     public mutating func push(_ element: Element) {
         items.append(element)
         var child = items.count - 1
@@ -24,7 +30,7 @@ public struct MinHeap<Element> {
         }
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func pop() -> Element? {
         guard !items.isEmpty else { return nil }
         items.swapAt(0, items.count - 1)

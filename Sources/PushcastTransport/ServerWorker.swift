@@ -245,8 +245,6 @@ public final class ServerWorker {
             case list([HTTP2Header])
             case inline(HTTP2InlineHeader?)
         }
-        var dueNanoseconds: UInt64
-        var sequence: UInt64
         var slot: Slot
         var streamID: Int32
         var status: Int
@@ -263,8 +261,7 @@ public final class ServerWorker {
     private var connections: [Connection?] = []
     private var dirty: [Connection] = []
     private var flushing: [Connection] = []
-    private var delayed: MinHeap<Delayed>
-    private var sequence: UInt64 = 0
+    private var delayed = DeadlineQueue<Delayed>(capacity: 1024)
     private var nextConnectionID: UInt64
     /// trickle: the connections that write one byte at a time, and when the next byte goes.
     private var trickling: [Connection] = []
@@ -279,9 +276,6 @@ public final class ServerWorker {
         self.responder = responder
         self.stopSignal = stop
         self.nextConnectionID = UInt64(workerIndex) << 48
-        delayed = MinHeap(capacity: 1024) { a, b in
-            a.dueNanoseconds != b.dueNanoseconds ? a.dueNanoseconds < b.dueNanoseconds : a.sequence < b.sequence
-        }
         do {
             reactor = try Reactor(configuration: configuration.reactor)
             let bound = try reactor.listen(host: configuration.host, port: configuration.port, backlog: 4096, reusePort: true)
@@ -297,7 +291,7 @@ public final class ServerWorker {
     public func run() throws(TransportError) {
         while !stopSignal.isStopped {
             var timeout: UInt64? = nil
-            if let due = [delayed.first?.dueNanoseconds, nextTrickleNanoseconds].compactMap({ $0 }).min() {
+            if let due = [delayed.firstDue, nextTrickleNanoseconds].compactMap({ $0 }).min() {
                 let now = Reactor.nowNanoseconds()
                 timeout = due > now ? due - now : 0
             }
@@ -551,9 +545,8 @@ public final class ServerWorker {
             send(c.channel.session, streamID, status: status, headers: headers, body: body)
             return
         }
-        sequence += 1
-        delayed.push(Delayed(dueNanoseconds: Reactor.nowNanoseconds() + delay, sequence: sequence, slot: c.slot,
-                             streamID: streamID, status: status, headers: headers, body: body))
+        delayed.push(Delayed(slot: c.slot, streamID: streamID, status: status, headers: headers, body: body),
+                     due: Reactor.nowNanoseconds() + delay)
     }
 
     private func send(_ session: HTTP2ServerSession, _ streamID: Int32, status: Int, headers: Delayed.Headers, body: [UInt8]) {
@@ -566,8 +559,7 @@ public final class ServerWorker {
     private func releaseDue() {
         guard !delayed.isEmpty else { return }
         let now = Reactor.nowNanoseconds()
-        while let head = delayed.first, head.dueNanoseconds <= now {
-            delayed.pop()
+        while let head = delayed.popDue(now: now) {
             guard let c = connection(head.slot) else { continue }
             send(c.channel.session, head.streamID, status: head.status, headers: head.headers, body: head.body)
             markDirty(c)
