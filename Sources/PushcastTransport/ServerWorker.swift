@@ -247,6 +247,7 @@ public final class ServerWorker {
         }
         var slot: Slot
         var streamID: Int32
+        var slotHint: Int32
         var status: Int
         var headers: Headers
         var body: [UInt8]
@@ -469,9 +470,9 @@ public final class ServerWorker {
     private func reply(_ c: Connection, to request: HTTP2ServerRequest) {
         switch responder.handle(request, on: c.control) {
         case .respond(let status, let headers, let body, let delay):
-            answer(c, request.streamID, status: status, headers: .list(headers), body: body, after: delay)
+            answer(c, request, status: status, headers: .list(headers), body: body, after: delay)
         case .respondInline(let status, let header, let body, let delay):
-            answer(c, request.streamID, status: status, headers: .inline(header), body: body, after: delay)
+            answer(c, request, status: status, headers: .inline(header), body: body, after: delay)
         case .refuse:
             c.channel.session.refuse(streamID: request.streamID)
         }
@@ -540,19 +541,22 @@ public final class ServerWorker {
     }
 
     /// Answers now, or queues the answer for `delay` nanoseconds (the mock's latency).
-    private func answer(_ c: Connection, _ streamID: Int32, status: Int, headers: Delayed.Headers, body: [UInt8], after delay: UInt64) {
+    private func answer(_ c: Connection, _ request: HTTP2ServerRequest, status: Int, headers: Delayed.Headers, body: [UInt8],
+                        after delay: UInt64) {
         guard delay > 0 else {
-            send(c.channel.session, streamID, status: status, headers: headers, body: body)
+            send(c.channel.session, request.streamID, request.slotHint, status: status, headers: headers, body: body)
             return
         }
-        delayed.push(Delayed(slot: c.slot, streamID: streamID, status: status, headers: headers, body: body),
+        delayed.push(Delayed(slot: c.slot, streamID: request.streamID, slotHint: request.slotHint, status: status,
+                             headers: headers, body: body),
                      due: Reactor.nowNanoseconds() + delay)
     }
 
-    private func send(_ session: HTTP2ServerSession, _ streamID: Int32, status: Int, headers: Delayed.Headers, body: [UInt8]) {
+    private func send(_ session: HTTP2ServerSession, _ streamID: Int32, _ slotHint: Int32, status: Int, headers: Delayed.Headers,
+                      body: [UInt8]) {
         switch headers {
-        case .list(let list): session.respond(streamID: streamID, status: status, headers: list, body: body)
-        case .inline(let header): session.respond(streamID: streamID, status: status, header: header, body: body)
+        case .list(let list): session.respond(streamID: streamID, slotHint: slotHint, status: status, headers: list, body: body)
+        case .inline(let header): session.respond(streamID: streamID, slotHint: slotHint, status: status, header: header, body: body)
         }
     }
 
@@ -561,7 +565,7 @@ public final class ServerWorker {
         let now = Reactor.nowNanoseconds()
         while let head = delayed.popDue(now: now) {
             guard let c = connection(head.slot) else { continue }
-            send(c.channel.session, head.streamID, status: head.status, headers: head.headers, body: head.body)
+            send(c.channel.session, head.streamID, head.slotHint, status: head.status, headers: head.headers, body: head.body)
             markDirty(c)
         }
     }

@@ -176,8 +176,8 @@ public final class HTTP2ServerSession {
 
     /// Answers a request reported by `.request`. An empty body puts END_STREAM on HEADERS.
     /// A stream that is gone (cancelled, or never reported) is ignored.
-    public func respond(streamID: Int32, status: Int, headers: [HTTP2Header], body: [UInt8]) {
-        guard !closed, let index = slotIndex(streamID: streamID), slots[index].state == .awaitingResponse else { return }
+    public func respond(streamID: Int32, slotHint: Int32 = -1, status: Int, headers: [HTTP2Header], body: [UInt8]) {
+        guard !closed, let index = slotIndex(streamID: streamID, hint: slotHint), slots[index].state == .awaitingResponse else { return }
         var byteCount = 3
         for header in headers { byteCount += header.name.utf8.count + header.value.utf8.count }
         headerBlock.begin(fieldCount: 1 + headers.count, byteCount: byteCount)
@@ -189,8 +189,8 @@ public final class HTTP2ServerSession {
     /// Answers with `:status` and at most one header held inline, which allocates nothing
     /// outside nghttp2: the status text and the header name are static (NO_COPY), the value is
     /// copied by nghttp2 during the call.
-    public func respond(streamID: Int32, status: Int, header: HTTP2InlineHeader?, body: [UInt8]) {
-        guard !closed, let index = slotIndex(streamID: streamID), slots[index].state == .awaitingResponse else { return }
+    public func respond(streamID: Int32, slotHint: Int32 = -1, status: Int, header: HTTP2InlineHeader?, body: [UInt8]) {
+        guard !closed, let index = slotIndex(streamID: streamID, hint: slotHint), slots[index].state == .awaitingResponse else { return }
         precondition(status >= 100 && status <= 999, "HTTP status must have three digits")
         let noCopyName = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
         let noCopyValue = UInt8(NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
@@ -301,8 +301,9 @@ public final class HTTP2ServerSession {
     // MARK: Internals
 
     @inline(__always)
-    private func slotIndex(streamID: Int32) -> Int? {
+    private func slotIndex(streamID: Int32, hint: Int32 = -1) -> Int? {
         // A free slot has stream id 0, which no request stream has.
+        if hint >= 0 && Int(hint) < slotCapacity && slots[Int(hint)].streamID == streamID { return Int(hint) }
         if slots[cachedSlot].streamID == streamID { return cachedSlot }
         if let index = NG.slot(userData: nghttp2_session_get_stream_user_data(session, streamID)),
            index < slotCapacity, slots[index].state != .free, slots[index].streamID == streamID {
@@ -312,8 +313,10 @@ public final class HTTP2ServerSession {
         return nil
     }
 
+    /// Only from on_stream_close, after which nghttp2 drops the stream and its user data: clearing
+    /// that would cost a stream-map lookup for nothing (a stale pointer is caught by `slotIndex`,
+    /// which checks the slot's stream id).
     private func release(_ index: Int) {
-        nghttp2_session_set_stream_user_data(session, slots[index].streamID, nil)
         let slot = slots + index
         slot.pointee.state = .free
         slot.pointee.streamID = 0
@@ -427,7 +430,8 @@ public final class HTTP2ServerSession {
         slot.pointee.state = .awaitingResponse
         // Shares the slot's buffers with the caller; the next request on this slot copies on write
         // if the caller still holds this one.
-        events.append(.request(HTTP2ServerRequest(streamID: hd.stream_id, fields: slot.pointee.fields, body: slot.pointee.body)))
+        events.append(.request(HTTP2ServerRequest(streamID: hd.stream_id, slotHint: Int32(index), fields: slot.pointee.fields,
+                                                  body: slot.pointee.body)))
     }
 
     fileprivate func streamClosed(streamID: Int32) {

@@ -160,6 +160,10 @@ public enum HTTP2ClientEvent: Sendable {
 /// not allocate.
 public struct HTTP2ServerRequest: Sendable {
     public var streamID: Int32
+    /// Where the session keeps this stream (its slab index), or -1. Passed back to `respond`, it
+    /// spares a lookup in nghttp2's stream map, a cache miss per answer with thousands of streams
+    /// open; the session checks it against the stream id, which a connection never reuses.
+    public var slotHint: Int32 = -1
     /// Pseudo-header values, then header records.
     @usableFromInline var fields: [UInt8]
     @usableFromInline var methodSpan: HTTP2ByteSpan
@@ -181,8 +185,9 @@ public struct HTTP2ServerRequest: Sendable {
         self.init(streamID: streamID, fields: builder, body: body)
     }
 
-    init(streamID: Int32, fields builder: HTTP2ServerRequestFields, body: [UInt8]) {
+    init(streamID: Int32, slotHint: Int32 = -1, fields builder: HTTP2ServerRequestFields, body: [UInt8]) {
         self.streamID = streamID
+        self.slotHint = slotHint
         fields = builder.bytes
         methodSpan = builder.method
         pathSpan = builder.path
