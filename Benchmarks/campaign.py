@@ -58,9 +58,12 @@ def make_key(directory):
     return path
 
 
+MOCK_FLAGS = []
+
+
 def start_mock(pushcast, work, name):
     ca = os.path.join(work, name + "-ca.pem")
-    mock = Child(name + "-mock", [pushcast, "mock", "--auth", "none", "--port", "0", "--write-ca", ca], work)
+    mock = Child(name + "-mock", [pushcast, "mock", "--auth", "none", "--port", "0", "--write-ca", ca] + MOCK_FLAGS, work)
     port = wait_for_port_line(mock)
     return mock, port, ca
 
@@ -84,7 +87,9 @@ def run_send(pushcast, work, tokens, rows, options, key, label, mock_binary=None
         argv = [pushcast, "send", tokens, "--payload", os.path.join(work, "payload.json"), "--apns-topic", TOPIC,
                 "--apns-key", key, "--apns-key-id", "BENCHKEY01", "--apns-team-id", "BENCHTEAM1",
                 "--apns-endpoint", "https://127.0.0.1:%d" % port, "--ca-file", ca,
-                "--connections", str(options.connections), "--streams", str(options.streams), "--workers", "1",
+                "--connections", str(options.connections), "--streams", str(options.streams)]
+        argv += ["--workers", str(options.send_workers)] if options.send_workers > 0 else []
+        argv += [
                 "--results", os.path.join(work, label + ".results.ndjson"), "--prune", os.path.join(work, label + ".prune.csv"),
                 "--summary", os.path.join(work, label + ".summary.json"), "--quiet"] + ([] if older else ["--force"] + options.send_flags)
         client = Child(label + "-send", argv, work)
@@ -95,7 +100,8 @@ def run_send(pushcast, work, tokens, rows, options, key, label, mock_binary=None
         with open(os.path.join(work, label + ".summary.json")) as f:
             summary = json.load(f)
         result = {"argv": argv, "rows": rows, "delivered": summary["outcomes"]["delivered"], "cpu": client.cpu_seconds,
-                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib, "rate": summary["notifications_per_second"]}
+                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib, "rate": summary["notifications_per_second"],
+                "p50": summary["latency_ms"]["p50"], "p99": summary["latency_ms"]["p99"]}
     finally:
         mock.stop()
     return with_mock_cpu(result, mock)
@@ -159,7 +165,8 @@ def run_h2load(pushcast, work, rows, options):
             raise BenchmarkError("h2load ran past %d s" % options.timeout)
         parsed = parse_h2load(client.stdout())
         result = {"argv": argv, "rows": rows, "delivered": parsed.get("succeeded"), "cpu": client.cpu_seconds,
-                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib}
+                "wall": client.wall_seconds, "rss_kib": client.peak_rss_kib, "rate": parsed.get("requests_per_second"),
+                "mean_ms": parsed["latency_us"]["mean"] / 1000.0 if "latency_us" in parsed else None}
     finally:
         mock.stop()
     return with_mock_cpu(result, mock)
@@ -182,6 +189,48 @@ def baseline_table(options, work, tokens, key, per_notification, median):
             "", "current / baseline: **%.3f** (%d alternating runs each)" % (us_new / us_old, len(current))]
 
 
+def client_table(sends, h2s, transports, per_notification, median):
+    """Medians per client: CPU per notification (client and mock), rate, latency; then the ratios."""
+    def middle(runs):
+        return sorted(runs, key=per_notification)[len(runs) // 2]
+
+    def mock_us(runs):
+        return median([r["mock_cpu"] * 1e6 / max(1, r["delivered"] or 1) for r in runs])
+
+    def rate(runs):
+        rates = [r["rate"] for r in runs if r.get("rate")]
+        return "%.0f" % median(rates) if rates else "n/a"
+
+    def latency(runs):
+        if runs and "p99" in runs[0]:
+            return "%.1f / %.1f" % (median([r["p50"] for r in runs]), median([r["p99"] for r in runs]))
+        means = [r["mean_ms"] for r in runs if r.get("mean_ms") is not None]
+        return "mean %.1f" % median(means) if means else "n/a"
+
+    lines = ["| client | rows / requests | delivered | client CPU µs per notification | mock CPU µs per notification "
+             "| notifications/s | latency ms p50 / p99 | wall s | peak RSS MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    named = [("pushcast send (full job)", sends), ("pushcast bench, h2load's requests (transport alone)", transports),
+             ("h2load (same requests)", h2s)]
+    for name, runs in named:
+        if not runs:
+            continue
+        r = middle(runs)
+        lines.append("| %s | %d | %s | %.2f | %.2f | %s | %s | %.2f | %.1f |"
+                     % (name, r["rows"], r["delivered"], median([per_notification(x) for x in runs]), mock_us(runs),
+                        rate(runs), latency(runs), r["wall"], r["rss_kib"] / 1024))
+    us_send = median([per_notification(r) for r in sends])
+    us_h2 = median([per_notification(r) for r in h2s])
+    lines += ["", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2)]
+    if transports:
+        lines += ["", "pushcast's transport alone / h2load: **%.2f** (the floor under the full job's ratio: the same HTTP/2 "
+                  "library does the HPACK work for both)" % (median([per_notification(r) for r in transports]) / us_h2)]
+    if len(sends) > 1:
+        every = "; ".join("%s %s" % (name, ", ".join("%.2f" % per_notification(r) for r in runs)) for name, runs in named if runs)
+        lines += ["", "%d alternating runs each; medians above. Every run, µs per notification: %s" % (len(sends), every)]
+    return lines + [""]
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pushcast", default=os.path.join(REPO_ROOT, ".build/release/pushcast"))
@@ -198,8 +247,15 @@ def main(argv):
     parser.add_argument("--baseline", metavar="BINARY",
                         help="also run this (older) pushcast's send, alternating with the current one against the same "
                              "mock binary, and report both medians: the no-regression check")
+    parser.add_argument("--mock-flags", type=shlex.split, default=[],
+                        help="extra options for every pushcast mock, e.g. \"--latency-ms 50 --max-streams 1000\" (the "
+                             "latency-bound runs)")
+    parser.add_argument("--send-workers", type=int, default=1,
+                        help="pushcast send --workers (default 1, like h2load's one thread; 0: pushcast's own default)")
+    parser.add_argument("--skip-transport", action="store_true", help="leave out the transport-alone run")
     parser.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "pushcast-bench-data"))
     options = parser.parse_args(argv)
+    MOCK_FLAGS[:] = options.mock_flags
     if not os.path.exists(options.pushcast):
         print("campaign.py: no pushcast binary at %s; build it with `swift build -c release`" % options.pushcast, file=sys.stderr)
         return 2
@@ -219,7 +275,8 @@ def main(argv):
         for _ in range(max(1, options.repeat)):
             sends.append(run_send(options.pushcast, work, tokens, options.rows, options, key, "send"))
             h2s.append(run_h2load(options.pushcast, work, options.rows, options))
-            transports.append(run_transport(options.pushcast, work, options.rows, options))
+            if not options.skip_transport:
+                transports.append(run_transport(options.pushcast, work, options.rows, options))
 
         def per_notification(r):
             return r["cpu"] * 1e6 / max(1, r["delivered"] or 1)
@@ -231,34 +288,7 @@ def main(argv):
 
         if options.baseline:
             lines += baseline_table(options, work, tokens, key, per_notification, median) + [""]
-        send = sorted(sends, key=per_notification)[len(sends) // 2]
-        h2 = sorted(h2s, key=per_notification)[len(h2s) // 2]
-        transport = sorted(transports, key=per_notification)[len(transports) // 2]
-        us_send = median([per_notification(r) for r in sends])
-        us_h2 = median([per_notification(r) for r in h2s])
-        us_transport = median([per_notification(r) for r in transports])
-        def mock_us(runs):
-            return median([r["mock_cpu"] * 1e6 / max(1, r["delivered"] or 1) for r in runs])
-
-        lines += ["| client | rows / requests | delivered | client CPU µs per notification | mock CPU µs per notification "
-                  "| wall s | peak RSS MiB |",
-                  "|---|---:|---:|---:|---:|---:|---:|",
-                  "| pushcast send (full job) | %d | %d | %.2f | %.2f | %.2f | %.1f |"
-                  % (send["rows"], send["delivered"], us_send, mock_us(sends), send["wall"], send["rss_kib"] / 1024),
-                  "| pushcast bench, h2load's requests (transport alone) | %d | %s | %.2f | %.2f | %.2f | %.1f |"
-                  % (transport["rows"], transport["delivered"], us_transport, mock_us(transports), transport["wall"],
-                     transport["rss_kib"] / 1024),
-                  "| h2load (same requests) | %d | %s | %.2f | %.2f | %.2f | %.1f |"
-                  % (h2["rows"], h2["delivered"], us_h2, mock_us(h2s), h2["wall"], h2["rss_kib"] / 1024),
-                  "", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2),
-                  "", "pushcast's transport alone / h2load: **%.2f** (the floor under the full job's ratio: the same HTTP/2 "
-                  "library does the HPACK work for both)" % (us_transport / us_h2)]
-        if len(sends) > 1:
-            lines += ["", "%d alternating runs each; medians above. Every run, µs per notification: pushcast send %s; "
-                      "transport alone %s; h2load %s"
-                      % (len(sends), ", ".join("%.2f" % per_notification(r) for r in sends),
-                         ", ".join("%.2f" % per_notification(r) for r in transports),
-                         ", ".join("%.2f" % per_notification(r) for r in h2s))]
+        lines += client_table(sends, h2s, transports, per_notification, median)
         lines += [""]
         rss = []
         for rows in [int(r) for r in options.rss_rows.split(",") if r]:
@@ -272,7 +302,9 @@ def main(argv):
                 lines.append("| %d | %d | %.1f | %.1f | %.0f |" % (r["rows"], r["delivered"], r["rss_kib"] / 1024, r["wall"], r["rate"]))
             if len(rss) > 1:
                 lines += ["", "peak RSS, %d rows / %d rows: **%.2f**" % (rss[-1]["rows"], rss[0]["rows"], rss[-1]["rss_kib"] / rss[0]["rss_kib"])]
-        commands = [" ".join(send["argv"]), " ".join(transport["argv"]), " ".join(h2["argv"])]
+        commands = [" ".join(runs[0]["argv"]) for runs in (sends, transports, h2s) if runs]
+        if MOCK_FLAGS:
+            commands.insert(0, "pushcast mock --auth none --port 0 " + " ".join(MOCK_FLAGS))
         lines += ["", "Commands (paths and ports vary):", "```"] + commands + ["```"]
     except BenchmarkError as error:
         print("campaign.py: %s" % error, file=sys.stderr)
