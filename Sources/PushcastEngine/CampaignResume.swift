@@ -27,16 +27,15 @@ extension CampaignDurability {
                             note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         let file: JournalFile
         let journalBytes: [UInt8]
-        let resultsBytes: [UInt8]?
         do {
             // The lock first: a second sender of this campaign stops here, before touching a file.
             file = try JournalFile(path: journalPath(results: resultsPath))
             journalBytes = try file.readAll()
-            resultsBytes = try readWholeFile(resultsPath)
         } catch {
             throw .output(error.description)
         }
-        let holdsLines = (resultsBytes?.count ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
+        // Its size says whether it holds lines: a fresh or forced run never reads it.
+        let holdsLines = (FileSystem.size(resultsPath) ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
         guard request.resume && !journalBytes.isEmpty && !request.force else {
             if holdsLines && !request.force && request.resume {
                 throw .options("\(resultsPath) holds results but there is no journal beside it, so nothing tells which "
@@ -51,11 +50,11 @@ extension CampaignDurability {
             return CampaignDurability(journal: journal, policy: request.policy, recovered: nil, earlier: nil,
                                       retryUnknown: request.retryUnknown, summary: CampaignSummary(), restoredPrune: nil)
         }
-        return try resume(file: file, journalBytes: journalBytes, resultsBytes: resultsBytes ?? [], resultsPath: resultsPath,
+        return try resume(file: file, journalBytes: journalBytes, resultsPath: resultsPath,
                           format: format, fingerprint: fingerprint, request: request, note: note)
     }
 
-    private static func resume(file: JournalFile, journalBytes: [UInt8], resultsBytes: [UInt8], resultsPath: String,
+    private static func resume(file: JournalFile, journalBytes: [UInt8], resultsPath: String,
                                format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
                                note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         var summary = CampaignSummary()
@@ -66,7 +65,7 @@ extension CampaignDurability {
             throw .options("--resume: this is not the campaign \(file.path) recorded: \(changed.joined(separator: ", ")) "
                 + "changed. Run it with the same command line and files, or start over with --force")
         }
-        let recovered = try RecoveredResults.read(resultsBytes, format: format, path: resultsPath) { record in
+        let recovered = try RecoveredResults.read(path: resultsPath, format: format) { record in
             summary.record(record)
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
         }

@@ -37,6 +37,17 @@ public final class InputFile {
         }
     }
 
+    /// Reads up to `buffer.count` bytes into an array's storage; 0 at end of file.
+    public func read(into buffer: inout [UInt8]) throws(ReactorError) -> Int {
+        let fd = self.fd
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// True for a regular file (so a fast line count makes sense), false for stdin or a pipe.
     public var isRegularFile: Bool {
         var st = stat()

@@ -26,17 +26,15 @@ extension SendCommand {
     /// `check --resume`: what a resume would do, touching nothing (no lock, no truncation).
     static func resumePreview(_ plan: Plan, resultsPath: String, format: ResultsFormat) throws -> CampaignDurability.Preview? {
         let journalBytes: [UInt8]?
-        let resultsBytes: [UInt8]?
         do {
             journalBytes = try readWholeFile(journalPath(results: resultsPath))
-            resultsBytes = try readWholeFile(resultsPath)
         } catch {
             throw CommandFailure(error.description)
         }
         guard let journalBytes, !journalBytes.isEmpty else { return nil }
         do {
             let earlier = try JournalState.parse(journalBytes, path: journalPath(results: resultsPath))
-            let recovered = try RecoveredResults.read(resultsBytes ?? [], format: format, path: resultsPath) { _ in }
+            let recovered = try RecoveredResults.read(path: resultsPath, format: format) { _ in }
             return CampaignDurability.Preview(recovered: recovered, earlier: earlier)
         } catch {
             throw CommandFailure(error.description)
