@@ -13,14 +13,7 @@ public final class NotificationChannel: @unchecked Sendable {
         var batches: [[PreparedNotification]] = []
         var count = 0
         var closed = false
-        /// Emptied batch arrays the worker gave back, reused by `push`: a fresh 256-slot array per
-        /// batch was a 30 KB malloc on the reader thread and a free on the worker's, and glibc's
-        /// consolidation of them cost about 4 % of the client's CPU at 125,000 notifications/s.
-        var spares: [[PreparedNotification]] = []
     }
-
-    /// Spare batch arrays kept at most (each holds up to 256 notifications' worth of slots).
-    static let sparesMax = 16
     private let state = Mutex(State())
     public let capacity: Int
     private let wakerBox = Mutex<ReactorWaker?>(nil)
@@ -51,25 +44,21 @@ public final class NotificationChannel: @unchecked Sendable {
     /// Moves a batch in (the caller respects `room`; `batch` comes back empty) and wakes the worker.
     public func push(_ batch: inout [PreparedNotification]) {
         guard !batch.isEmpty else { return }
+        var moved: [PreparedNotification]
         if batch.count * 2 >= batch.capacity {
-            // A full batch moves as it is; the caller gets a spare (or fresh storage) of its size.
-            let capacity = batch.capacity
-            state.withLock { s in
-                var moved = s.spares.popLast() ?? []
-                swap(&moved, &batch)
-                s.count += moved.count
-                s.batches.append(moved)
-            }
-            if batch.capacity < capacity { batch.reserveCapacity(capacity) }
+            // A full batch moves as it is; the caller gets fresh storage of the same size.
+            moved = []
+            moved.reserveCapacity(batch.capacity)
+            swap(&moved, &batch)
         } else {
             // A small batch is copied into storage of its own size: a queue of tiny batches each
             // holding a 256-slot array would cost ~25 KB per in-flight notification.
-            let moved = Array(batch)
+            moved = Array(batch)
             batch.removeAll(keepingCapacity: true)
-            state.withLock { s in
-                s.count += moved.count
-                s.batches.append(moved)
-            }
+        }
+        state.withLock { s in
+            s.count += moved.count
+            s.batches.append(moved)
         }
         wakerBox.withLock { $0 }?.wake()
     }
@@ -83,16 +72,9 @@ public final class NotificationChannel: @unchecked Sendable {
         wakerBox.withLock { $0 }?.wake()
     }
 
-    /// Takes every queued batch; `finished` says the channel is closed and now empty. `batches`
-    /// comes in holding the batches taken last time, every slot handed out (vacant); their arrays
-    /// go back to `push` as spares.
+    /// Takes every queued batch; `finished` says the channel is closed and now empty.
     public func takeAll(into batches: inout [[PreparedNotification]]) -> (taken: Int, finished: Bool) {
-        for i in batches.indices { batches[i].removeAll(keepingCapacity: true) }
-        return state.withLock { s in
-            while s.spares.count < Self.sparesMax, let spare = batches.popLast() {
-                if spare.capacity >= 128 { s.spares.append(spare) }
-            }
-            batches.removeAll(keepingCapacity: true)
+        state.withLock { s in
             let n = s.count
             swap(&s.batches, &batches)
             s.count = 0

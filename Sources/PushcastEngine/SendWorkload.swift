@@ -354,8 +354,8 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     private func refillIfEmpty() {
         guard !hasPending, !channelFinished else { return }
-        // What was handed out left vacant notifications behind (nothing to release); takeAll
-        // gives their arrays back to the channel for reuse.
+        // What was handed out left vacant notifications behind (nothing to release).
+        pending.removeAll(keepingCapacity: true)
         pendingBatch = 0
         pendingIndex = 0
         // The channel holds at most its capacity, and the slab has room for that on top of the
