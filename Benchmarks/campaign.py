@@ -224,7 +224,7 @@ def client_table(sends, h2s, transports, per_notification, median):
     lines += ["", "pushcast send / h2load, CPU per notification: **%.2f**" % (us_send / us_h2)]
     if transports:
         lines += ["", "pushcast's transport alone / h2load: **%.2f** (the floor under the full job's ratio: the same HTTP/2 "
-                  "library does the HPACK work for both)" % (median([per_notification(r) for r in transports]) / us_h2)]
+                  "library frames both; pushcast sends `authorization` as a raw literal, h2load Huffman-codes it)" % (median([per_notification(r) for r in transports]) / us_h2)]
     if len(sends) > 1:
         every = "; ".join("%s %s" % (name, ", ".join("%.2f" % per_notification(r) for r in runs)) for name, runs in named if runs)
         lines += ["", "%d alternating runs each; medians above. Every run, µs per notification: %s" % (len(sends), every)]

@@ -94,6 +94,8 @@ public final class HTTP2ClientSession {
 
     private let headerBlock = HTTP2HeaderBlockBuilder()
     private var remainder = HTTP2OutputRemainder()
+    /// The `authorization` values sent as raw literals, and the rewrite that puts them in.
+    private var credentials = HTTP2CredentialLiterals()
     /// Bytes returned by mem_send so far, and bytes handed to the caller by `produce` so far.
     private var outputGenerated: Int64 = 0
     private var outputHandedOut: Int64 = 0
@@ -166,6 +168,7 @@ public final class HTTP2ClientSession {
         events.deallocate()
         drainingEvents.deallocate()
         remainder.deallocate()
+        credentials.deallocate()
     }
 
     // MARK: Capacity
@@ -209,16 +212,7 @@ public final class HTTP2ClientSession {
         let index = freeSlot
         precondition(index >= 0, "streamsAllowed never exceeds the slab")
 
-        headerBlock.begin()
-        headerBlock.append(.method, request.pointee.method)
-        headerBlock.append(.scheme, request.pointee.scheme)
-        headerBlock.append(.authority, request.pointee.authority)
-        headerBlock.append(.path, request.pointee.path, suffix: request.pointee.pathSuffix)
-        if let fixed = request.pointee.fixedHeaders { headerBlock.append(template: fixed) }
-        request.pointee.headers.withUnsafeBufferPointer { headers in
-            for i in headers.indices { headerBlock.append(headers[i]) }
-        }
-        let fields = headerBlock.finish()
+        let fields = assembleHeaders(request)
         let headerBytes = headerBlock.byteCount
 
         let streamID: Int32
@@ -317,15 +311,56 @@ public final class HTTP2ClientSession {
                 return written
             }
             guard n > 0, let chunk else { break }
-            outputGenerated += Int64(n)
-            let fits = min(n, buffer.count - written)
-            (buffer.baseAddress! + written).copyMemory(from: chunk, byteCount: fits)
-            written += fits
-            if fits < n { remainder.store(UnsafeRawBufferPointer(start: chunk + fits, count: n - fits)) }
+            if !credentials.isEmpty && credentials.rewrite(chunk, count: n) {
+                credentials.rewritten.withUnsafeBytes { written += emit($0, into: buffer, at: written) }
+            } else {
+                written += emit(UnsafeRawBufferPointer(start: chunk, count: n), into: buffer, at: written)
+            }
         }
         outputHandedOut += Int64(written)
         finishIfDone()
         return written
+    }
+
+    /// The request's fields in `headerBlock`: pseudo-headers, the template's, then the request's own.
+    private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>) -> UnsafeMutablePointer<nghttp2_nv> {
+        headerBlock.begin()
+        headerBlock.append(.method, request.pointee.method)
+        headerBlock.append(.scheme, request.pointee.scheme)
+        headerBlock.append(.authority, request.pointee.authority)
+        headerBlock.append(.path, request.pointee.path, suffix: request.pointee.pathSuffix)
+        var credentialField = -1
+        if let fixed = request.pointee.fixedHeaders {
+            if fixed.authorizationField >= 0 { credentialField = headerBlock.count + fixed.authorizationField }
+            headerBlock.append(template: fixed)
+        }
+        request.pointee.headers.withUnsafeBufferPointer { headers in
+            for i in headers.indices { headerBlock.append(headers[i]) }
+        }
+        if credentialField >= 0, let fixed = request.pointee.fixedHeaders { useCredentialLiteral(fixed, field: credentialField) }
+        return headerBlock.finish()
+    }
+
+    /// Copies a frame from nghttp2 (or its rewrite) into `buffer` at `offset`; what does not fit
+    /// waits in `remainder`. Returns the bytes copied.
+    private func emit(_ frame: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        outputGenerated += Int64(frame.count)
+        let fits = min(frame.count, buffer.count - offset)
+        (buffer.baseAddress! + offset).copyMemory(from: frame.baseAddress!, byteCount: fits)
+        if fits < frame.count { remainder.store(UnsafeRawBufferPointer(rebasing: frame[fits...])) }
+        return fits
+    }
+
+    /// Points the block's `authorization` field at a placeholder that `produce` replaces with the
+    /// value as a raw literal (HTTP2CredentialLiterals); the real value goes through nghttp2 when
+    /// the block is large or every credential slot is busy.
+    private func useCredentialLiteral(_ template: HTTP2HeaderTemplate, field: Int) {
+        guard headerBlock.byteCount <= HTTP2CredentialLiterals.blockBytesMax else { return }
+        let nv = headerBlock.fields[field]
+        guard let k = credentials.slot(for: template, value: UnsafeBufferPointer(start: nv.value, count: nv.valuelen)) else { return }
+        headerBlock.fields[field].value = credentials.placeholders + 2 * k
+        headerBlock.fields[field].valuelen = 2
+        headerBlock.fields[field].flags |= UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
     }
 
     // MARK: Time

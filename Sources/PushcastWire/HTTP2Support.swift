@@ -85,6 +85,9 @@ public final class HTTP2HeaderTemplate: @unchecked Sendable {
     /// Bytes of names and values.
     let byteCount: Int
     private let bytes: UnsafeMutablePointer<UInt8>
+    /// The index of the `authorization` field, or -1: the client session sends its value as a raw
+    /// literal (HTTP2CredentialLiterals) instead of nghttp2's Huffman coding of it per request.
+    let authorizationField: Int
 
     public init(_ headers: [HTTP2Header]) {
         self.headers = headers
@@ -93,6 +96,7 @@ public final class HTTP2HeaderTemplate: @unchecked Sendable {
         byteCount = total
         bytes = .allocate(capacity: max(1, total))
         count = headers.count
+        authorizationField = headers.firstIndex { $0.name == "authorization" } ?? -1
         fields = .allocate(capacity: max(1, headers.count))
         var offset = 0
         for (i, header) in headers.enumerated() {

@@ -81,7 +81,10 @@ enum BenchCommand {
         var client = ClientConfiguration(endpoint: endpoint, address: address, tls: try CommonOptions.clientTLS(caFile: caFile),
                                          limits: .init(), reactor: reactor)
         client.limits.requestTimeoutNanoseconds = CommonOptions.nanoseconds(timeout)
-        let request = HTTP2Request(authority: endpoint.authority, path: path, headers: headers, body: body)
+        // The -H headers travel as the campaign's fixed headers do (one template for every request),
+        // so the bench measures the send's transport, `authorization` as a raw literal included.
+        var request = HTTP2Request(authority: endpoint.authority, path: path, body: body)
+        request.fixedHeaders = headers.isEmpty ? nil : HTTP2HeaderTemplate(headers)
         let load = LoadConfiguration(client: client, requests: requests, connections: connections, streams: streams,
                                      workers: workers, request: request)
         let report: LoadReport

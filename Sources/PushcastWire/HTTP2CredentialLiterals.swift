@@ -1,0 +1,202 @@
+// HTTP2CredentialLiterals: the request's `authorization` header as a raw never-indexed literal.
+//
+// nghttp2 never indexes `authorization` (RFC 7541 §7.1.3: a never-indexed literal) and Huffman-
+// codes its value whenever that is shorter, so a 200-byte JWT or OAuth2 bearer was Huffman-encoded
+// by the client and Huffman-decoded by the server on every request: about a quarter of
+// `pushcast mock`'s CPU per request. nghttp2 has no switch for Huffman coding, and no way to hand
+// it a pre-encoded field, so the session submits a 2-byte placeholder value (`~` and a slot digit;
+// '~' has a 13-bit Huffman code, so nghttp2 writes the placeholder raw) and rewrites that one field
+// in nghttp2's HEADERS frame on its way out: same representation (literal never indexed, name
+// index 23), the real value, raw (RFC 7541 §5.2, H = 0). A never-indexed literal touches neither
+// side's dynamic table, so nghttp2's encoder state and the peer's stay in step.
+//
+// The rewrite parses the block's field representations (RFC 7541 §6) to find the placeholder;
+// it never decodes a string. A block that does not parse, or a frame that is not a whole HEADERS
+// frame, is left as it is, and the submit side only uses a placeholder for blocks far below the
+// smallest frame size (RFC 9113 §4.2), so each such block goes out in one HEADERS frame.
+
+import CNGHTTP2
+
+struct HTTP2CredentialLiterals {
+    /// Credentials known at once (a renewed bearer takes a new slot while requests that carry
+    /// the old one may still be queued).
+    static let slotsMax = 8
+    /// Blocks larger than this (raw field bytes) carry the real value (nghttp2's own encoding).
+    static let blockBytesMax = 8 * 1024
+    private static let placeholderMark: UInt8 = 0x7E  // '~'
+    /// RFC 7541 Appendix A: `authorization` is static-table entry 23.
+    private static let authorizationIndex = 23
+
+    private var values: [[UInt8]] = []
+    /// Submitted HEADERS frames not yet rewritten, per slot: a slot in use is never reused.
+    private var queued: [Int] = []
+    private var nextVictim = 0
+    /// The last template's slot: a campaign sends one template for an hour.
+    private var lastTemplate: HTTP2HeaderTemplate?
+    private var lastSlot = -1
+    /// "~0"..."~7", the placeholder values nghttp2 copies at submit.
+    let placeholders: UnsafeMutablePointer<UInt8>
+    private var output: [UInt8] = []
+
+    init() {
+        placeholders = .allocate(capacity: 2 * Self.slotsMax)
+        for k in 0..<Self.slotsMax {
+            placeholders[2 * k] = Self.placeholderMark
+            placeholders[2 * k + 1] = 0x30 + UInt8(k)
+        }
+    }
+
+    func deallocate() { placeholders.deallocate() }
+
+    var isEmpty: Bool { values.isEmpty }
+
+    /// The slot for `template`'s credential (taking one if needed), or nil when every slot has
+    /// frames queued (the caller then sends the real value).
+    mutating func slot(for template: HTTP2HeaderTemplate, value: UnsafeBufferPointer<UInt8>) -> Int? {
+        if lastTemplate === template, lastSlot >= 0 { return take(lastSlot) }
+        if let k = values.firstIndex(where: { $0.elementsEqual(value) }) { return remember(template, take(k)) }
+        if values.count < Self.slotsMax {
+            values.append(Array(value))
+            queued.append(0)
+            return remember(template, take(values.count - 1))
+        }
+        for _ in 0..<Self.slotsMax {
+            let k = nextVictim
+            nextVictim = (nextVictim + 1) % Self.slotsMax
+            if queued[k] == 0 {
+                values[k] = Array(value)
+                return remember(template, take(k))
+            }
+        }
+        return nil
+    }
+
+    private mutating func take(_ k: Int) -> Int {
+        queued[k] += 1
+        return k
+    }
+
+    private mutating func remember(_ template: HTTP2HeaderTemplate, _ k: Int) -> Int {
+        lastTemplate = template
+        lastSlot = k
+        return k
+    }
+
+    /// Rewrites the frame nghttp2 produced into `rewritten`, each placeholder replaced by its
+    /// value; false when there is nothing to replace (the frame goes out as it is).
+    mutating func rewrite(_ frame: UnsafePointer<UInt8>, count: Int) -> Bool {
+        guard count >= 9, frame[3] == 0x1, frame[4] & 0x4 != 0 else { return false }  // HEADERS, END_HEADERS
+        let length = Int(frame[0]) << 16 | Int(frame[1]) << 8 | Int(frame[2])
+        guard length == count - 9 else { return false }
+        var blockStart = 9
+        var padding = 0
+        if frame[4] & 0x8 != 0 {  // PADDED
+            guard count > 9 else { return false }
+            padding = Int(frame[9])
+            blockStart += 1
+        }
+        if frame[4] & 0x20 != 0 { blockStart += 5 }  // PRIORITY
+        let blockEnd = count - padding
+        guard blockStart <= blockEnd else { return false }
+        var found: [(start: Int, end: Int, slot: Int)] = []
+        guard scan(frame, from: blockStart, to: blockEnd, into: &found), !found.isEmpty else { return false }
+        output.removeAll(keepingCapacity: true)
+        output.append(contentsOf: UnsafeBufferPointer(start: frame, count: 9))
+        var at = 9
+        for field in found {
+            output.append(contentsOf: UnsafeBufferPointer(start: frame + at, count: field.start - at))
+            appendField(values[field.slot])
+            queued[field.slot] = max(0, queued[field.slot] - 1)
+            at = field.end
+        }
+        output.append(contentsOf: UnsafeBufferPointer(start: frame + at, count: count - at))
+        let newLength = output.count - 9
+        output[0] = UInt8(newLength >> 16)
+        output[1] = UInt8((newLength >> 8) & 0xFF)
+        output[2] = UInt8(newLength & 0xFF)
+        return true
+    }
+
+    /// The frame the last successful `rewrite` made.
+    var rewritten: [UInt8] { output }
+
+    /// Literal never indexed, name index 23, raw value (RFC 7541 §6.2.3, §5.1, §5.2).
+    private mutating func appendField(_ value: [UInt8]) {
+        Self.appendInteger(Self.authorizationIndex, prefixBits: 4, firstByte: 0x10, to: &output)
+        Self.appendInteger(value.count, prefixBits: 7, firstByte: 0x00, to: &output)
+        output.append(contentsOf: value)
+    }
+
+    /// Walks the field representations of `block[start..<end]`, noting each placeholder; false
+    /// when the block does not parse.
+    private func scan(_ block: UnsafePointer<UInt8>, from start: Int, to end: Int,
+                      into found: inout [(start: Int, end: Int, slot: Int)]) -> Bool {
+        var at = start
+        while at < end {
+            let fieldStart = at
+            let first = block[at]
+            if first & 0x80 != 0 {  // indexed field
+                guard Self.integer(block, &at, end, prefixBits: 7) != nil else { return false }
+                continue
+            }
+            if first & 0xE0 == 0x20 {  // dynamic table size update
+                guard Self.integer(block, &at, end, prefixBits: 5) != nil else { return false }
+                continue
+            }
+            let prefixBits = first & 0xC0 == 0x40 ? 6 : 4
+            guard let nameIndex = Self.integer(block, &at, end, prefixBits: prefixBits) else { return false }
+            if nameIndex == 0 { guard Self.skipString(block, &at, end) != nil else { return false } }
+            let valueStart = at
+            guard let raw = Self.skipString(block, &at, end) else { return false }
+            if first & 0xF0 == 0x10, nameIndex == Self.authorizationIndex, raw, at - valueStart == 3,
+               block[valueStart] == 0x02, block[valueStart + 1] == Self.placeholderMark {
+                let k = Int(block[valueStart + 2]) - 0x30
+                if k >= 0 && k < values.count { found.append((fieldStart, at, k)) }
+            }
+        }
+        return true
+    }
+
+    /// Skips a string literal; returns whether it was raw (H = 0), nil if it runs past `end`.
+    private static func skipString(_ block: UnsafePointer<UInt8>, _ at: inout Int, _ end: Int) -> Bool? {
+        guard at < end else { return nil }
+        let raw = block[at] & 0x80 == 0
+        guard let length = integer(block, &at, end, prefixBits: 7), length <= end - at else { return nil }
+        at += length
+        return raw
+    }
+
+    /// An HPACK integer with an N-bit prefix (RFC 7541 §5.1); nil if malformed or too large.
+    static func integer(_ block: UnsafePointer<UInt8>, _ at: inout Int, _ end: Int, prefixBits: Int) -> Int? {
+        guard at < end else { return nil }
+        let mask = (1 << prefixBits) - 1
+        var value = Int(block[at]) & mask
+        at += 1
+        guard value == mask else { return value }
+        var shift = 0
+        while at < end {
+            let byte = Int(block[at])
+            at += 1
+            value += (byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+            if shift > 28 { return nil }
+        }
+        return nil
+    }
+
+    static func appendInteger(_ value: Int, prefixBits: Int, firstByte: UInt8, to out: inout [UInt8]) {
+        let mask = (1 << prefixBits) - 1
+        if value < mask {
+            out.append(firstByte | UInt8(value))
+            return
+        }
+        out.append(firstByte | UInt8(mask))
+        var rest = value - mask
+        while rest >= 0x80 {
+            out.append(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        out.append(UInt8(rest))
+    }
+}
