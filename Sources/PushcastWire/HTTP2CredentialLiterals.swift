@@ -28,7 +28,9 @@ struct HTTP2CredentialLiterals {
     private static let authorizationIndex = 23
 
     private var values: [[UInt8]] = []
-    /// Submitted HEADERS frames not yet rewritten, per slot: a slot in use is never reused.
+    /// Submitted HEADERS frames not yet rewritten, per slot: a slot in use is never reused. A frame
+    /// that is never serialized (its stream failed first) keeps its slot busy for the rest of the
+    /// connection; with every slot busy, the real value goes through nghttp2 (correct, only slower).
     private var queued: [Int] = []
     private var nextVictim = 0
     /// The last template's slot: a campaign sends one template for an hour.
