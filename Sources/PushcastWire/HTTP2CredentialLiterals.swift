@@ -39,6 +39,8 @@ struct HTTP2CredentialLiterals {
     /// "~0"..."~7", the placeholder values nghttp2 copies at submit.
     let placeholders: UnsafeMutablePointer<UInt8>
     private var output: [UInt8] = []
+    /// The placeholders found in the frame being rewritten (kept, so a rewrite allocates nothing).
+    private var found: [(start: Int, end: Int, slot: Int)] = []
 
     init() {
         placeholders = .allocate(capacity: 2 * Self.slotsMax)
@@ -100,8 +102,8 @@ struct HTTP2CredentialLiterals {
         if frame[4] & 0x20 != 0 { blockStart += 5 }  // PRIORITY
         let blockEnd = count - padding
         guard blockStart <= blockEnd else { return false }
-        var found: [(start: Int, end: Int, slot: Int)] = []
-        guard scan(frame, from: blockStart, to: blockEnd, into: &found), !found.isEmpty else { return false }
+        found.removeAll(keepingCapacity: true)
+        guard Self.scan(frame, from: blockStart, to: blockEnd, slots: values.count, into: &found), !found.isEmpty else { return false }
         output.removeAll(keepingCapacity: true)
         output.append(contentsOf: UnsafeBufferPointer(start: frame, count: 9))
         var at = 9
@@ -131,29 +133,29 @@ struct HTTP2CredentialLiterals {
 
     /// Walks the field representations of `block[start..<end]`, noting each placeholder; false
     /// when the block does not parse.
-    private func scan(_ block: UnsafePointer<UInt8>, from start: Int, to end: Int,
-                      into found: inout [(start: Int, end: Int, slot: Int)]) -> Bool {
+    private static func scan(_ block: UnsafePointer<UInt8>, from start: Int, to end: Int, slots: Int,
+                             into found: inout [(start: Int, end: Int, slot: Int)]) -> Bool {
         var at = start
         while at < end {
             let fieldStart = at
             let first = block[at]
             if first & 0x80 != 0 {  // indexed field
-                guard Self.integer(block, &at, end, prefixBits: 7) != nil else { return false }
+                guard integer(block, &at, end, prefixBits: 7) != nil else { return false }
                 continue
             }
             if first & 0xE0 == 0x20 {  // dynamic table size update
-                guard Self.integer(block, &at, end, prefixBits: 5) != nil else { return false }
+                guard integer(block, &at, end, prefixBits: 5) != nil else { return false }
                 continue
             }
             let prefixBits = first & 0xC0 == 0x40 ? 6 : 4
-            guard let nameIndex = Self.integer(block, &at, end, prefixBits: prefixBits) else { return false }
-            if nameIndex == 0 { guard Self.skipString(block, &at, end) != nil else { return false } }
+            guard let nameIndex = integer(block, &at, end, prefixBits: prefixBits) else { return false }
+            if nameIndex == 0 { guard skipString(block, &at, end) != nil else { return false } }
             let valueStart = at
-            guard let raw = Self.skipString(block, &at, end) else { return false }
-            if first & 0xF0 == 0x10, nameIndex == Self.authorizationIndex, raw, at - valueStart == 3,
-               block[valueStart] == 0x02, block[valueStart + 1] == Self.placeholderMark {
+            guard let raw = skipString(block, &at, end) else { return false }
+            if first & 0xF0 == 0x10, nameIndex == authorizationIndex, raw, at - valueStart == 3,
+               block[valueStart] == 0x02, block[valueStart + 1] == placeholderMark {
                 let k = Int(block[valueStart + 2]) - 0x30
-                if k >= 0 && k < values.count { found.append((fieldStart, at, k)) }
+                if k >= 0 && k < slots { found.append((fieldStart, at, k)) }
             }
         }
         return true
