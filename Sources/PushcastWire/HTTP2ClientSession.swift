@@ -47,6 +47,11 @@ public final class HTTP2ClientSession {
         var requestBodyCapacity = 0
         var requestBodyCount = 0
         var requestBodyOffset = 0
+        /// The request's values sent as raw literals (`HTTP2CredentialLiterals`): each a 2-byte
+        /// big-endian length and the bytes, in placeholder order; storage kept like the body's.
+        var literals: UnsafeMutablePointer<UInt8>? = nil
+        var literalsCapacity = 0
+        var literalsCount = 0
         var status = 0
         var responseHeaders: [HTTP2Header] = []
         var responseBody: [UInt8] = []
@@ -96,6 +101,9 @@ public final class HTTP2ClientSession {
     private var remainder = HTTP2OutputRemainder()
     /// The `authorization` values sent as raw literals, and the rewrite that puts them in.
     private var credentials = HTTP2CredentialLiterals()
+    /// Submitted streams whose HEADERS frame still waits for its literal values.
+    private var literalFramesQueued = 0
+    var literalFramesWaiting: Int { literalFramesQueued }
     /// Bytes returned by mem_send so far, and bytes handed to the caller by `produce` so far.
     private var outputGenerated: Int64 = 0
     private var outputHandedOut: Int64 = 0
@@ -161,7 +169,10 @@ public final class HTTP2ClientSession {
     deinit {
         if let session { nghttp2_session_del(session) }
         HTTP2MemoryPool.destroy(memory)
-        for index in 0..<slotCapacity { slots[index].requestBody?.deallocate() }
+        for index in 0..<slotCapacity {
+            slots[index].requestBody?.deallocate()
+            slots[index].literals?.deallocate()
+        }
         slots.deinitialize(count: slotCapacity)
         slots.deallocate()
         streamTable.deallocate()
@@ -212,7 +223,7 @@ public final class HTTP2ClientSession {
         let index = freeSlot
         precondition(index >= 0, "streamsAllowed never exceeds the slab")
 
-        let fields = assembleHeaders(request)
+        let fields = assembleHeaders(request, slot: slots + index)
         let headerBytes = headerBlock.byteCount
 
         let streamID: Int32
@@ -227,7 +238,11 @@ public final class HTTP2ClientSession {
             }
             streamID = nghttp2_submit_request(session, nil, fields, headerBlock.count, &provider, NG.userData(slot: index))
         }
-        guard streamID > 0 else { return nil }
+        guard streamID > 0 else {
+            slots[index].literalsCount = 0
+            return nil
+        }
+        if slots[index].literalsCount > 0 { literalFramesQueued += 1 }
 
         let slot = slots + index
         freeSlot = slot.pointee.next
@@ -311,10 +326,18 @@ public final class HTTP2ClientSession {
                 return written
             }
             guard n > 0, let chunk else { break }
-            if !credentials.isEmpty && credentials.rewrite(chunk, count: n) {
-                credentials.rewritten.withUnsafeBytes { written += emit($0, into: buffer, at: written) }
-            } else {
+            switch rewrite(chunk, count: n) {
+            case .unchanged:
                 written += emit(UnsafeRawBufferPointer(start: chunk, count: n), into: buffer, at: written)
+            case .rewritten:
+                credentials.rewritten.withUnsafeBytes { written += emit($0, into: buffer, at: written) }
+            case .failed:
+                // Unreachable while blocks stay under blockBytesMax; a placeholder must never
+                // reach the server, so the connection ends before the frame goes out.
+                connectionErrorText = "internal error: a HEADERS frame could not take its literal values"
+                outputHandedOut += Int64(written)
+                abandon()
+                return written
             }
         }
         outputHandedOut += Int64(written)
@@ -322,8 +345,24 @@ public final class HTTP2ClientSession {
         return written
     }
 
+    /// Replaces placeholders in a HEADERS frame from nghttp2 (HTTP2CredentialLiterals).
+    private func rewrite(_ frame: UnsafePointer<UInt8>, count: Int) -> HTTP2CredentialLiterals.Rewrite {
+        guard literalFramesQueued > 0 || !credentials.isEmpty else { return .unchanged }
+        var literals: UnsafeRawBufferPointer?
+        if count >= 9, frame[3] == NG.frameHeaders {
+            let streamID = Int32(bitPattern: UInt32(frame[5] & 0x7F) << 24 | UInt32(frame[6]) << 16 | UInt32(frame[7]) << 8 | UInt32(frame[8]))
+            if let index = slotIndex(streamID: streamID) ?? slotIndexByScan(streamID: streamID), slots[index].literalsCount > 0 {
+                literals = UnsafeRawBufferPointer(start: slots[index].literals, count: slots[index].literalsCount)
+                slots[index].literalsCount = 0
+                literalFramesQueued -= 1
+            }
+        }
+        guard literals != nil || !credentials.isEmpty else { return .unchanged }
+        return credentials.rewrite(frame, count: count, literals: literals)
+    }
+
     /// The request's fields in `headerBlock`: pseudo-headers, the template's, then the request's own.
-    private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>) -> UnsafeMutablePointer<nghttp2_nv> {
+    private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>, slot: UnsafeMutablePointer<Slot>) -> UnsafeMutablePointer<nghttp2_nv> {
         headerBlock.begin()
         headerBlock.append(.method, request.pointee.method)
         headerBlock.append(.scheme, request.pointee.scheme)
@@ -334,11 +373,57 @@ public final class HTTP2ClientSession {
             if fixed.authorizationField >= 0 { credentialField = headerBlock.count + fixed.authorizationField }
             headerBlock.append(template: fixed)
         }
+        let ownFields = headerBlock.count
         request.pointee.headers.withUnsafeBufferPointer { headers in
             for i in headers.indices { headerBlock.append(headers[i]) }
         }
+        useLiterals(slot: slot, ownFields: ownFields)
         if credentialField >= 0, let fixed = request.pointee.fixedHeaders { useCredentialLiteral(fixed, field: credentialField) }
         return headerBlock.finish()
+    }
+
+    /// Moves the request's long values (`:path`, and its own never-indexed headers) into the
+    /// slot and points their fields at placeholders that `produce` replaces with the values as
+    /// raw literals. Nothing moves for a large block, or one with a value of its own that looks
+    /// like a placeholder.
+    private func useLiterals(slot: UnsafeMutablePointer<Slot>, ownFields: Int) {
+        slot.pointee.literalsCount = 0
+        guard headerBlock.byteCount <= HTTP2CredentialLiterals.blockBytesMax else { return }
+        let fields = headerBlock.fields
+        let count = headerBlock.count
+        func isLiteral(_ i: Int) -> Bool {
+            guard fields[i].valuelen >= HTTP2CredentialLiterals.literalBytesMin else { return false }
+            return i == 3 || (i >= ownFields && fields[i].flags & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0)
+        }
+        var bytes = 0
+        var chosen = 0
+        for i in 0..<count {
+            if HTTP2CredentialLiterals.looksLikePlaceholder(fields[i].value, count: fields[i].valuelen) { return }
+            if chosen < HTTP2CredentialLiterals.literalsMax && isLiteral(i) {
+                chosen += 1
+                bytes += 2 + fields[i].valuelen
+            }
+        }
+        guard chosen > 0 else { return }
+        if bytes > slot.pointee.literalsCapacity {
+            slot.pointee.literals?.deallocate()
+            slot.pointee.literals = .allocate(capacity: bytes)
+            slot.pointee.literalsCapacity = bytes
+        }
+        let storage = slot.pointee.literals!
+        var at = 0
+        var k = 0
+        for i in 0..<count where k < chosen && isLiteral(i) {
+            let length = fields[i].valuelen
+            storage[at] = UInt8(length >> 8)
+            storage[at + 1] = UInt8(length & 0xFF)
+            (storage + at + 2).update(from: fields[i].value, count: length)
+            at += 2 + length
+            fields[i].value = credentials.literalPlaceholder(k)
+            fields[i].valuelen = 2
+            k += 1
+        }
+        slot.pointee.literalsCount = at
     }
 
     /// Copies a frame from nghttp2 (or its rewrite) into `buffer` at `offset`; what does not fit
@@ -459,6 +544,15 @@ public final class HTTP2ClientSession {
         }
         slot.pointee.requestBodyCount = 0
         slot.pointee.requestBodyOffset = 0
+        if slot.pointee.literalsCount > 0 {  // its HEADERS frame never went out
+            slot.pointee.literalsCount = 0
+            literalFramesQueued -= 1
+        }
+        if slot.pointee.literalsCapacity > Self.requestBodyKeptMax {
+            slot.pointee.literals?.deallocate()
+            slot.pointee.literals = nil
+            slot.pointee.literalsCapacity = 0
+        }
         if !slot.pointee.responseHeaders.isEmpty { slot.pointee.responseHeaders = [] }
         if !slot.pointee.responseBody.isEmpty { slot.pointee.responseBody = [] }
         freeSlot = index

@@ -1,7 +1,8 @@
-// The `authorization` value goes out as a raw never-indexed literal (HTTP2CredentialLiterals):
-// every HEADERS block the client session writes is decoded here by an independent nghttp2
-// inflater, which must find the real credential, never the placeholder, in the representation
-// RFC 7541 §6.2.3 calls "literal header field never indexed".
+// The `authorization` value goes out as a raw never-indexed literal (HTTP2CredentialLiterals),
+// and so do a request's own long values (`:path`, never-indexed headers such as apns-id): every
+// HEADERS block the client session writes is decoded here by an independent nghttp2 inflater,
+// which must find the real values, never a placeholder, in the representations RFC 7541 §6.2.2
+// and §6.2.3 call "literal header field without indexing" and "never indexed".
 
 import CNGHTTP2
 import PushcastCore
@@ -62,6 +63,23 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
         return decoded
     }
 
+    /// Whether `block` holds `value` as a raw string (its length byte, then its bytes).
+    private func holdsRaw(_ block: [UInt8], _ value: String) -> Bool {
+        let needle = HPACKRaw.string(value)
+        guard block.count >= needle.count else { return false }
+        return (0...(block.count - needle.count)).contains { Array(block[$0..<($0 + needle.count)]) == needle }
+    }
+
+    private func token(_ n: Int) -> String {
+        let rng = SplitMix64(seed: UInt64(n) &+ 11)
+        return (0..<4).map { _ in String(rng.next(), radix: 16).leftPadded(16) }.joined()
+    }
+
+    private func apnsID(_ n: Int) -> String {
+        let hex = token(n + 1000)
+        return "\(hex.prefix(8))-\(hex.dropFirst(8).prefix(4))-5\(hex.dropFirst(12).prefix(3))-8\(hex.dropFirst(15).prefix(3))-\(hex.dropFirst(18).prefix(12))"
+    }
+
     private func bearer(_ generation: Int) -> String {
         "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IktFWSJ9.eyJpc3MiOiJURUFNIiwiaWF0Ijo\(generation)fQ." + String(repeating: "Qx-_9", count: 18)
     }
@@ -84,8 +102,11 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
                 request.fixedHeaders = HTTP2HeaderTemplate([HTTP2Header("apns-topic", "com.example.app"),
                                                             HTTP2Header("authorization", bearer(n / 20))])
             }
-            request.pathSuffix = String(n)
-            request.headers = [HTTP2Header("apns-id", "id-\(n)", neverIndexed: true)]
+            // Every third request is short: its values stay with nghttp2's encoding.
+            let long = n % 3 != 0
+            request.pathSuffix = long ? token(n) : String(n)
+            request.headers = [HTTP2Header("apns-id", long ? apnsID(n) : "id-\(n)", neverIndexed: true),
+                               HTTP2Header("apns-collapse-id", "collapse-\(n)-of-the-campaign")]
             XCTAssertNotNil(pair.client.submit(request, tag: UInt64(n)))
             expected.append(bearer(n / 20))
             // Drain now and then only, so frames of several credentials wait together.
@@ -105,12 +126,21 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
             XCTAssertEqual(decoded.authorizationRaw, true, "request \(n): raw, not Huffman")
             XCTAssertEqual(decoded.flags["authorization"].map { $0 & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) },
                            UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
-            XCTAssertEqual(decoded.values[":path"], "/3/device/\(n)")
-            XCTAssertEqual(decoded.values["apns-id"], "id-\(n)")
+            let long = n % 3 != 0
+            let path = "/3/device/" + (long ? token(n) : String(n))
+            XCTAssertEqual(decoded.values[":path"], path, "request \(n)")
+            XCTAssertEqual(decoded.values["apns-id"], long ? apnsID(n) : "id-\(n)", "request \(n)")
+            XCTAssertEqual(decoded.flags["apns-id"].map { $0 & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) },
+                           UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+            XCTAssertEqual(decoded.values["apns-collapse-id"], "collapse-\(n)-of-the-campaign")
             XCTAssertEqual(decoded.values["apns-topic"], "com.example.app")
+            XCTAssertEqual(holdsRaw(block, path), long, "request \(n): a long :path goes raw, a short one as nghttp2 encodes it")
+            XCTAssertEqual(holdsRaw(block, long ? apnsID(n) : "x"), long, "request \(n): a long apns-id goes raw")
+            XCTAssertFalse(holdsRaw(block, "collapse-\(n)-of-the-campaign"), "an indexed header keeps nghttp2's encoding")
         }
-        // Never indexed: the peer's table holds apns-topic and :authority only.
-        XCTAssertEqual(nghttp2_hd_inflate_get_num_table_entries(inflater) - 61, 2)
+        // Never indexed or not indexed: the peer's table holds apns-topic, :authority and the
+        // collapse ids (indexed headers, which keep nghttp2's encoding and stay in step).
+        XCTAssertGreaterThan(nghttp2_hd_inflate_get_num_table_entries(inflater) - 61, 2)
     }
 
     /// A block too large for the rewrite keeps nghttp2's own encoding of the credential, and a
@@ -136,6 +166,47 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
         XCTAssertEqual(seen["/r/large"], bearer(7))
     }
 
+    /// The server session reads the rewritten blocks; a value that looks like a placeholder
+    /// sends its block through nghttp2's own encoding; streams that fail before their HEADERS
+    /// go out leave nothing behind for later frames.
+    func testLiteralsReachTheServerAndPlaceholderLookalikesAreLeftAlone() throws {
+        var limits = Limits()
+        limits.streamsPerConnectionMax = 8
+        let pair = try HTTP2Pair(clientLimits: limits)
+        try pair.pump()
+        var seen: [String: String] = [:]
+        pair.onServerEvent = { event, server in
+            guard case .request(let request) = event else { return }
+            seen[request.path] = request.headers.first { $0.name == "apns-id" }?.value
+            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
+        }
+        var request = HTTP2Pair.request("/3/device/")
+        for n in 0..<200 {
+            request.pathSuffix = token(n)
+            // A never-indexed template value "~a" (the first literal's placeholder) every tenth
+            // request: taken for a placeholder, it would end the connection.
+            request.fixedHeaders = n % 10 == 0 ? HTTP2HeaderTemplate([HTTP2Header("x-mark", "~a", neverIndexed: true)]) : nil
+            request.headers = [HTTP2Header("apns-id", apnsID(n), neverIndexed: true)]
+            XCTAssertNotNil(pair.client.submit(request, tag: UInt64(n)))
+            if n % 7 == 6 { try pair.pump() }
+        }
+        try pair.pump()
+        XCTAssertEqual(seen.count, 200)
+        for n in 0..<200 { XCTAssertEqual(seen["/3/device/" + token(n)], apnsID(n), "request \(n)") }
+        XCTAssertEqual(pair.clientEvents.compactMap(\.tag).count, 200)
+        XCTAssertEqual(pair.client.literalFramesWaiting, 0)
+        XCTAssertFalse(pair.client.isClosed)
+
+        // Streams that end before their HEADERS frame goes out leave no literals waiting.
+        for n in 0..<5 {
+            request.pathSuffix = token(n)
+            XCTAssertNotNil(pair.client.submit(request, tag: UInt64(1000 + n)))
+        }
+        XCTAssertEqual(pair.client.literalFramesWaiting, 5)
+        pair.client.connectionLost()
+        XCTAssertEqual(pair.client.literalFramesWaiting, 0)
+    }
+
     func testHPACKIntegersRoundTrip() {
         for prefix in [4, 5, 6, 7] {
             for value in [0, 1, 14, 15, 16, 126, 127, 128, 300, 16_383, 16_384, 1 << 20] {
@@ -148,4 +219,17 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
             }
         }
     }
+}
+
+/// An HPACK raw string literal (RFC 7541 §5.2, H = 0), for finding a value in a block.
+enum HPACKRaw {
+    static func string(_ value: String) -> [UInt8] {
+        var out: [UInt8] = []
+        HTTP2CredentialLiterals.appendInteger(value.utf8.count, prefixBits: 7, firstByte: 0, to: &out)
+        return out + Array(value.utf8)
+    }
+}
+
+private extension String {
+    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
