@@ -103,6 +103,8 @@ public final class HTTP2ClientSession {
     private var credentials = HTTP2CredentialLiterals()
     /// Submitted streams whose HEADERS frame still waits for its literal values.
     private var literalFramesQueued = 0
+    /// The slot of the HEADERS frame nghttp2 is handing out now, when it has literal values.
+    private var literalSlot = -1
     var literalFramesWaiting: Int { literalFramesQueued }
     /// Bytes returned by mem_send so far, and bytes handed to the caller by `produce` so far.
     private var outputGenerated: Int64 = 0
@@ -318,6 +320,7 @@ public final class HTTP2ClientSession {
         var written = remainder.drain(into: buffer, at: 0)
         while written < buffer.count && remainder.isEmpty {
             var chunk: UnsafePointer<UInt8>?
+            literalSlot = -1
             let n = nghttp2_session_mem_send(session, &chunk)
             if n < 0 {
                 connectionErrorText = HTTP2Error(code: n, "nghttp2_session_mem_send").description
@@ -345,17 +348,16 @@ public final class HTTP2ClientSession {
         return written
     }
 
-    /// Replaces placeholders in a HEADERS frame from nghttp2 (HTTP2CredentialLiterals).
+    /// Replaces placeholders in a HEADERS frame from nghttp2 (HTTP2CredentialLiterals); the
+    /// frame's stream's own values are those of `literalSlot`, noted by before_frame_send.
     private func rewrite(_ frame: UnsafePointer<UInt8>, count: Int) -> HTTP2CredentialLiterals.Rewrite {
-        guard literalFramesQueued > 0 || !credentials.isEmpty else { return .unchanged }
         var literals: UnsafeRawBufferPointer?
-        if count >= 9, frame[3] == NG.frameHeaders {
-            let streamID = Int32(bitPattern: UInt32(frame[5] & 0x7F) << 24 | UInt32(frame[6]) << 16 | UInt32(frame[7]) << 8 | UInt32(frame[8]))
-            if let index = slotIndex(streamID: streamID) ?? slotIndexByScan(streamID: streamID), slots[index].literalsCount > 0 {
-                literals = UnsafeRawBufferPointer(start: slots[index].literals, count: slots[index].literalsCount)
-                slots[index].literalsCount = 0
-                literalFramesQueued -= 1
-            }
+        if literalSlot >= 0 {
+            let index = literalSlot
+            literalSlot = -1
+            literals = UnsafeRawBufferPointer(start: slots[index].literals, count: slots[index].literalsCount)
+            slots[index].literalsCount = 0
+            literalFramesQueued -= 1
         }
         guard literals != nil || !credentials.isEmpty else { return .unchanged }
         return credentials.rewrite(frame, count: count, literals: literals)
@@ -678,6 +680,7 @@ public final class HTTP2ClientSession {
               let index = slotIndex(streamID: frame.pointee.hd.stream_id),
               slots[index].state == .queued else { return }
         // mem_send returns one frame per call, so this frame starts at the current output count.
+        if slots[index].literalsCount > 0 { literalSlot = index }
         slots[index].state = .sent
         slots[index].headersOutputOffset = outputGenerated
         outputQueuedBytes -= slots[index].unsentHeaderBytes
