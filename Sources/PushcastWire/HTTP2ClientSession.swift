@@ -333,7 +333,7 @@ public final class HTTP2ClientSession {
             case .unchanged:
                 written += emit(UnsafeRawBufferPointer(start: chunk, count: n), into: buffer, at: written)
             case .rewritten:
-                credentials.rewritten.withUnsafeBytes { written += emit($0, into: buffer, at: written) }
+                written += emit(credentials.rewritten, into: buffer, at: written)
             case .failed:
                 // Unreachable while blocks stay under blockBytesMax; a placeholder must never
                 // reach the server, so the connection ends before the frame goes out.
