@@ -101,11 +101,10 @@ public final class HTTP2ClientSession {
     private var remainder = HTTP2OutputRemainder()
     /// The `authorization` values sent as raw literals, and the rewrite that puts them in.
     private var credentials = HTTP2CredentialLiterals()
-    /// Submitted streams whose HEADERS frame still waits for its literal values.
-    private var literalFramesQueued = 0
     /// The slot of the HEADERS frame nghttp2 is handing out now, when it has literal values.
     private var literalSlot = -1
-    var literalFramesWaiting: Int { literalFramesQueued }
+    /// Submitted streams whose HEADERS frame still waits for its literal values (tests).
+    var literalFramesWaiting: Int { (0..<slotCapacity).reduce(0) { $0 + (slots[$1].literalsCount > 0 ? 1 : 0) } }
     /// Bytes returned by mem_send so far, and bytes handed to the caller by `produce` so far.
     private var outputGenerated: Int64 = 0
     private var outputHandedOut: Int64 = 0
@@ -244,7 +243,6 @@ public final class HTTP2ClientSession {
             slots[index].literalsCount = 0
             return nil
         }
-        if slots[index].literalsCount > 0 { literalFramesQueued += 1 }
 
         let slot = slots + index
         freeSlot = slot.pointee.next
@@ -357,7 +355,6 @@ public final class HTTP2ClientSession {
             literalSlot = -1
             literals = UnsafeRawBufferPointer(start: slots[index].literals, count: slots[index].literalsCount)
             slots[index].literalsCount = 0
-            literalFramesQueued -= 1
         }
         guard literals != nil || !credentials.isEmpty else { return .unchanged }
         return credentials.rewrite(frame, count: count, literals: literals)
@@ -546,10 +543,7 @@ public final class HTTP2ClientSession {
         }
         slot.pointee.requestBodyCount = 0
         slot.pointee.requestBodyOffset = 0
-        if slot.pointee.literalsCount > 0 {  // its HEADERS frame never went out
-            slot.pointee.literalsCount = 0
-            literalFramesQueued -= 1
-        }
+        slot.pointee.literalsCount = 0  // nonzero only if its HEADERS frame never went out
         if slot.pointee.literalsCapacity > Self.requestBodyKeptMax {
             slot.pointee.literals?.deallocate()
             slot.pointee.literals = nil
