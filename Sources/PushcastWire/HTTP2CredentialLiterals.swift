@@ -19,9 +19,12 @@
 // indexed: neither touches a dynamic table) and puts the real value, raw, after them.
 //
 // The rewrite parses the block's field representations (RFC 7541 §6) to find the placeholder;
-// it never decodes a string. A block that does not parse, or a frame that is not a whole HEADERS
-// frame, is left as it is, and the submit side only uses a placeholder for blocks far below the
-// smallest frame size (RFC 9113 §4.2), so each such block goes out in one HEADERS frame.
+// it never decodes a string. The submit side only uses placeholders for blocks far below the
+// smallest frame size (RFC 9113 §4.2), so each such block goes out in one HEADERS frame. A frame
+// that does not parse, or is not a whole HEADERS frame, is left as it is when it could only hold
+// credential placeholders (the real value then went through nghttp2); a frame whose stream has
+// literal values waiting is never sent without them (`Rewrite.failed`: the session ends the
+// connection first).
 
 import CNGHTTP2
 
@@ -220,23 +223,9 @@ struct HTTP2CredentialLiterals {
     }
 
     /// An HPACK integer (RFC 7541 §5.1) into the output.
+    @inline(__always)
     private mutating func putInteger(_ value: Int, prefixBits: Int, firstByte: UInt8) {
-        let mask = (1 << prefixBits) - 1
-        if value < mask {
-            output[outputCount] = firstByte | UInt8(value)
-            outputCount += 1
-            return
-        }
-        output[outputCount] = firstByte | UInt8(mask)
-        outputCount += 1
-        var rest = value - mask
-        while rest >= 0x80 {
-            output[outputCount] = UInt8(rest & 0x7F) | 0x80
-            outputCount += 1
-            rest >>= 7
-        }
-        output[outputCount] = UInt8(rest)
-        outputCount += 1
+        outputCount += Self.writeInteger(value, prefixBits: prefixBits, firstByte: firstByte, to: output + outputCount)
     }
 
     /// Literal never indexed, name index 23, raw value (RFC 7541 §6.2.3, §5.1, §5.2).
@@ -314,17 +303,31 @@ struct HTTP2CredentialLiterals {
     }
 
     static func appendInteger(_ value: Int, prefixBits: Int, firstByte: UInt8, to out: inout [UInt8]) {
+        var bytes: (UInt64, UInt64) = (0, 0)  // an Int takes at most 1 + 10 bytes
+        withUnsafeMutableBytes(of: &bytes) { raw in
+            let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: writeInteger(value, prefixBits: prefixBits, firstByte: firstByte, to: base)))
+        }
+    }
+
+    /// Writes an HPACK integer with an N-bit prefix (RFC 7541 §5.1) at `out`; returns its length
+    /// (at most 11 bytes).
+    @inline(__always)
+    static func writeInteger(_ value: Int, prefixBits: Int, firstByte: UInt8, to out: UnsafeMutablePointer<UInt8>) -> Int {
         let mask = (1 << prefixBits) - 1
         if value < mask {
-            out.append(firstByte | UInt8(value))
-            return
+            out[0] = firstByte | UInt8(value)
+            return 1
         }
-        out.append(firstByte | UInt8(mask))
+        out[0] = firstByte | UInt8(mask)
+        var n = 1
         var rest = value - mask
         while rest >= 0x80 {
-            out.append(UInt8(rest & 0x7F) | 0x80)
+            out[n] = UInt8(rest & 0x7F) | 0x80
+            n += 1
             rest >>= 7
         }
-        out.append(UInt8(rest))
+        out[n] = UInt8(rest)
+        return n + 1
     }
 }
