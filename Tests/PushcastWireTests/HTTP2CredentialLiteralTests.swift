@@ -148,12 +148,7 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
     func testLargeBlocksKeepNghttp2sEncodingAndBothReachTheServer() throws {
         let pair = try HTTP2Pair()
         try pair.pump()
-        var seen: [String: String] = [:]
-        pair.onServerEvent = { event, server in
-            guard case .request(let request) = event else { return }
-            seen[request.path] = request.headers.first { $0.name == "authorization" }?.value
-            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
-        }
+        let log = HeaderLog(recording: "authorization", on: pair)
         var request = HTTP2Pair.request("/r/")
         request.fixedHeaders = HTTP2HeaderTemplate([HTTP2Header("authorization", bearer(7))])
         request.pathSuffix = "small"
@@ -162,8 +157,8 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
         request.headers = [HTTP2Header("x-large", String(repeating: "z", count: HTTP2CredentialLiterals.blockBytesMax))]
         XCTAssertNotNil(pair.client.submit(request, tag: 2))
         try pair.pump()
-        XCTAssertEqual(seen["/r/small"], bearer(7))
-        XCTAssertEqual(seen["/r/large"], bearer(7))
+        XCTAssertEqual(log.seen["/r/small"], bearer(7))
+        XCTAssertEqual(log.seen["/r/large"], bearer(7))
     }
 
     /// The server session reads the rewritten blocks; a value that looks like a placeholder
@@ -174,12 +169,7 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
         limits.streamsPerConnectionMax = 8
         let pair = try HTTP2Pair(clientLimits: limits)
         try pair.pump()
-        var seen: [String: String] = [:]
-        pair.onServerEvent = { event, server in
-            guard case .request(let request) = event else { return }
-            seen[request.path] = request.headers.first { $0.name == "apns-id" }?.value
-            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
-        }
+        let log = HeaderLog(recording: "apns-id", on: pair)
         var request = HTTP2Pair.request("/3/device/")
         for n in 0..<200 {
             request.pathSuffix = token(n)
@@ -191,8 +181,8 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
             if n % 7 == 6 { try pair.pump() }
         }
         try pair.pump()
-        XCTAssertEqual(seen.count, 200)
-        for n in 0..<200 { XCTAssertEqual(seen["/3/device/" + token(n)], apnsID(n), "request \(n)") }
+        XCTAssertEqual(log.seen.count, 200)
+        for n in 0..<200 { XCTAssertEqual(log.seen["/3/device/" + token(n)], apnsID(n), "request \(n)") }
         XCTAssertEqual(pair.clientEvents.compactMap(\.tag).count, 200)
         XCTAssertEqual(pair.client.literalFramesWaiting, 0)
         XCTAssertFalse(pair.client.isClosed)
@@ -217,6 +207,19 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
                 XCTAssertEqual(read, value, "prefix \(prefix)")
                 XCTAssertEqual(at, out.count)
             }
+        }
+    }
+}
+
+/// Answers every request of `pair`'s server with 200 and keeps, by path, the value of one header.
+final class HeaderLog {
+    private(set) var seen: [String: String] = [:]
+
+    init(recording name: String, on pair: HTTP2Pair) {
+        pair.onServerEvent = { event, server in
+            guard case .request(let request) = event else { return }
+            self.seen[request.path] = request.headers.first { $0.name == name }?.value
+            server.respond(streamID: request.streamID, status: 200, headers: [], body: [])
         }
     }
 }
