@@ -61,7 +61,7 @@ public final class ResultFilesSink: OutcomeSink {
         self.columns = columns
         name = "the results file \(resultsPath) and the prune file \(prunePath)"
         do {
-            results = try OutputFile(path: resultsPath, bufferBytes: 256 * 1024, append: resuming)
+            results = try OutputFile(path: resultsPath, bufferBytes: 256 * 1024, append: resuming, dropsSyncedPages: true)
             prune = try OutputFile(path: prunePath)
             if format == .csv && !(resuming && results.size > 0) { try results.append(columns.csvHeader) }
             try prune.append(ResultEncoding.pruneHeader)

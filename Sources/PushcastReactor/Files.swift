@@ -67,6 +67,10 @@ public final class OutputFile {
     private var reservedEnd = 0
     /// False once the file system said it cannot reserve at all (no fallocate support).
     private var canReserve = true
+    /// Whether `sync` gives the page cache back what it made durable (`init(dropsSyncedPages:)`).
+    private let dropsSyncedPages: Bool
+    /// The file's pages before this offset were given back to the kernel.
+    private var droppedEnd = 0
 
     /// The buffer's size: an append larger than this is written straight through, uncopied.
     public var bufferBytes: Int { buffer.count }
@@ -79,8 +83,15 @@ public final class OutputFile {
 
     /// Creates (or truncates) `path` with mode 0600; with `append`, keeps what it holds and
     /// writes after it (a resumed campaign's results are never truncated behind its back).
-    public init(path: String, bufferBytes: Int = 64 * 1024, append: Bool = false) throws(ReactorError) {
+    ///
+    /// `dropsSyncedPages`: after each `sync`, the kernel is told it may drop the cached pages of
+    /// what is now durable (POSIX_FADV_DONTNEED). For a large file written once and not read
+    /// back by this process (the results): its page cache stays a few megabytes instead of the
+    /// whole file, the freed pages are reused for the next writes, and the file does not push
+    /// other files' pages out of memory or fill a container's memory limit.
+    public init(path: String, bufferBytes: Int = 64 * 1024, append: Bool = false, dropsSyncedPages: Bool = false) throws(ReactorError) {
         self.path = path
+        self.dropsSyncedPages = dropsSyncedPages
         let opened = open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0o600)
         guard opened >= 0 else { throw ReactorError("cannot create \(path): \(String(cString: strerror(errno)))") }
         // An existing file keeps its old mode through O_CREAT; tighten it.
@@ -97,7 +108,23 @@ public final class OutputFile {
     /// Makes what was written so far durable (fdatasync): it survives power loss.
     public func sync() throws(ReactorError) {
         guard fdatasync(fd) == 0 else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+        if dropsSyncedPages && written - droppedEnd >= Self.dropStepBytes { dropCachedPages() }
     }
+
+    /// The least newly durable data worth a DONTNEED call (a syscall per sync is wasted on a
+    /// few pages).
+    public static let dropStepBytes = 1 << 20
+
+    /// Gives back the cached pages of everything written so far (clean after `fdatasync`). The
+    /// range starts at the page holding `droppedEnd`: the kernel drops only whole pages, so the
+    /// page the last call ended in is offered again.
+    private func dropCachedPages() {
+        let start = droppedEnd & ~(Self.pageBytes - 1)
+        _ = posix_fadvise(fd, off_t(start), off_t(written - start), POSIX_FADV_DONTNEED)
+        droppedEnd = written
+    }
+
+    private static let pageBytes = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
 
     deinit {
         try? flush()

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import PushcastCore
 @testable import PushcastReactor
 import XCTest
@@ -28,6 +29,75 @@ final class FileTests: XCTestCase {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: path))), expected)
+    }
+
+    /// Pages of `path` in the page cache now (mincore over a read-only mapping).
+    private func residentPages(_ path: String) throws -> Int {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw CocoaError(.fileNoSuchFile) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size > 0 else { return 0 }
+        let size = Int(st.st_size)
+        guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { throw CocoaError(.fileReadUnknown) }
+        defer { munmap(map, size) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var vector = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        guard mincore(map, size, &vector) == 0 else { throw CocoaError(.fileReadUnknown) }
+        return vector.reduce(0) { $0 + Int($1 & 1) }
+    }
+
+    /// The type of the file system `path` is on: the mount point in /proc/mounts that is the
+    /// longest prefix of the path.
+    private func fileSystemType(of path: String) throws -> String {
+        var best = (point: "", type: "")
+        for line in try String(contentsOfFile: "/proc/mounts", encoding: .utf8).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 3 else { continue }
+            let point = String(fields[1])
+            let prefix = point.hasSuffix("/") ? point : point + "/"
+            if (path.hasPrefix(prefix) || path == point) && point.count > best.point.count { best = (point, String(fields[2])) }
+        }
+        return best.type
+    }
+
+    func testResultsStyleOutputFileGivesSyncedPagesBackAndKeepsEveryByte() throws {
+        let dropped = temporaryPath("dropped"), kept = temporaryPath("kept")
+        if try fileSystemType(of: NSTemporaryDirectory()) == "tmpfs" {
+            throw XCTSkip("the temporary directory is tmpfs: its pages are memory, never dropped")
+        }
+        let chunk = (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var expected = [UInt8]()
+        do {
+            let droppingFile = try OutputFile(path: dropped, bufferBytes: 256 * 1024, dropsSyncedPages: true)
+            let keepingFile = try OutputFile(path: kept, bufferBytes: 256 * 1024)
+            for round in 0..<3 {
+                // 2 MiB and a ragged tail a round: the drop must also cover the page the
+                // previous round's range ended in.
+                for _ in 0..<32 {
+                    try droppingFile.append(chunk)
+                    try keepingFile.append(chunk)
+                    expected += chunk
+                }
+                let tail = [UInt8](repeating: UInt8(0x41 + round), count: 1000 + round)
+                try droppingFile.append(tail)
+                try keepingFile.append(tail)
+                expected += tail
+                try droppingFile.flush()
+                try keepingFile.flush()
+                try droppingFile.sync()
+                try keepingFile.sync()
+                // The control: without the flag, the written pages stay cached.
+                XCTAssertGreaterThan(try residentPages(kept), expected.count / page - 16, "round \(round)")
+                // With it, at most the last, partial page is left.
+                XCTAssertLessThanOrEqual(try residentPages(dropped), 1, "round \(round)")
+            }
+        }
+        XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: dropped))), expected)
+        XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: kept))), expected)
+        try? FileManager.default.removeItem(atPath: dropped)
+        try? FileManager.default.removeItem(atPath: kept)
     }
 
     func testOutputFileInAMissingDirectoryNamesThePath() {
