@@ -289,7 +289,15 @@ final class CampaignLoop<Crew: CampaignCrew> {
     /// its strings).
     private func recordAll() {
         drained.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            // How many records ahead the strings to encode are asked for.
+            let prefetchDistance = 4
             for index in buffer.indices {
+                // The strings of the record a few places on start loading now (they were
+                // allocated when the row was read, and are out of cache by now).
+                if index + prefetchDistance < buffer.count {
+                    OutcomeRecord.prefetchStrings(of: base + index + prefetchDistance)
+                }
                 var outcome = OutcomeRecord.placeholder
                 swap(&outcome, &buffer[index])
                 record(&outcome)

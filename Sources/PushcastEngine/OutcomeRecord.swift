@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastReactor
 
 /// What happened to one input row: one line of the results file.
 public struct OutcomeRecord: Sendable, Equatable {
@@ -45,6 +46,20 @@ public struct OutcomeRecord: Sendable, Equatable {
         self.duplicateOf = duplicateOf
         self.attempts = attempts
         self.latencyMilliseconds = latencyMilliseconds
+    }
+
+    private static let tokenOffset = MemoryLayout<OutcomeRecord>.offset(of: \OutcomeRecord.token)!
+    private static let messageIDOffset = MemoryLayout<OutcomeRecord>.offset(of: \OutcomeRecord.messageID)!
+    private static let idOffset = MemoryLayout<OutcomeRecord>.offset(of: \OutcomeRecord.id)!
+
+    /// Starts loading the storage of the record's token, message id and id (what its results
+    /// line reads), without copying the record or its strings (`Prefetch.stringStorage`).
+    @inline(__always)
+    static func prefetchStrings(of record: UnsafePointer<OutcomeRecord>) {
+        let raw = UnsafeRawPointer(record)
+        Prefetch.stringStorage(at: raw + tokenOffset)
+        Prefetch.stringStorage(at: raw + messageIDOffset)
+        Prefetch.stringStorage(at: raw + idOffset)
     }
 
     /// Holds no buffers: what a record moved out of an array leaves behind.

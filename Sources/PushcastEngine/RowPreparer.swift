@@ -38,6 +38,9 @@ public struct PreparedNotification: Sendable {
     /// costs nothing.
     public static let vacant = PreparedNotification(row: 0, id: nil, token: "", messageID: nil, payload: [])
 
+    /// Where `payload` sits in the struct (a prefetch hint reads its storage address in place).
+    static let payloadOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.payload)!
+
     /// Data rows are numbered from 1, so row 0 marks the vacant notification.
     public var isVacant: Bool { row == 0 }
 }

@@ -1,5 +1,6 @@
 import PushcastAPNs
 import PushcastCore
+import PushcastReactor
 import PushcastTransport
 import PushcastWire
 
@@ -166,6 +167,24 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         credentialOf[tag] = credential
         inFlight += 1
         return tag
+    }
+
+    /// The notification's slab slot starts loading, then (`near`, when the slot is in) its
+    /// payload's storage header, which the payload's release writes: both were last touched when
+    /// the request went out, a round trip ago.
+    public func willReceive(tag: UInt64, near: Bool) {
+        let index = Int(tag)
+        guard index >= 0, index < slab.count else { return }
+        slab.withUnsafeBufferPointer { buffer in
+            let slot = UnsafeRawPointer(buffer.baseAddress! + index)
+            if near {
+                // An array's first word is its storage object's address.
+                Prefetch.read(UnsafeRawPointer(bitPattern: (slot + PreparedNotification.payloadOffset).load(as: UInt.self)))
+            } else {
+                for offset in stride(from: 0, to: MemoryLayout<PreparedNotification>.size, by: 64) { Prefetch.read(slot + offset) }
+                Prefetch.read(slot + MemoryLayout<PreparedNotification>.size - 1)
+            }
+        }
     }
 
     public func received(tag: UInt64, response: HTTP2Response) {

@@ -392,7 +392,7 @@ public final class ClientWorker {
 
     private func drainEvents(_ c: Connection, _ channel: ClientConnection) {
         var closeNow = false
-        channel.session.takeEvents { event in
+        channel.session.takeEvents(upcoming: { workload.willReceive(tag: $0, near: $1) }) { event in
             switch event {
             case .response(let tag, let response):
                 inFlight -= 1

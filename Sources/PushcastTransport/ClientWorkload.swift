@@ -10,6 +10,11 @@ public protocol ClientWorkload: AnyObject {
     /// false when none is ready. The worker calls this; the default wraps `nextRequest()`, and a
     /// workload that keeps one request and changes it between sends passes it without a copy.
     func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool
+    /// A hint: the response or failure of the request with this tag is a few events away (and
+    /// `near`: half as many, the second hint for the same tag). A workload may start loading what
+    /// it keeps for that request (written when the request went out, and out of cache by now);
+    /// it must not change anything.
+    func willReceive(tag: UInt64, near: Bool)
     /// A complete response for the request with this tag.
     func received(tag: UInt64, response: HTTP2Response)
     /// The request with this tag ended without a response; `failure.isSafeToRetry` says whether the
@@ -45,6 +50,9 @@ extension ClientWorkload {
 
     /// Default: never abandon.
     public var shouldAbandon: Bool { false }
+
+    /// Default: no hint taken.
+    public func willReceive(tag: UInt64, near: Bool) {}
 
     public func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool {
         guard let next = nextRequest() else { return false }

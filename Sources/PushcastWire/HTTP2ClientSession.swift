@@ -507,7 +507,11 @@ public final class HTTP2ClientSession {
     /// Hands every recorded event to `body`, in order. `body` may call back into the session;
     /// events it causes are handed out by the same call, after the ones before them. A nested
     /// `takeEvents` from inside `body` returns at once (the outer call delivers them).
-    public func takeEvents(_ body: (HTTP2ClientEvent) -> Void) {
+    /// `upcoming` hears the tags of request events ahead of the one `body` gets, each twice:
+    /// `lookAhead` events ahead (`near` false), then half as far (`near` true). A workload can
+    /// start loading that request's state in two steps, the second through pointers the first
+    /// brought in (`ClientWorkload.willReceive`).
+    public func takeEvents(upcoming: (_ tag: UInt64, _ near: Bool) -> Void = { _, _ in }, _ body: (HTTP2ClientEvent) -> Void) {
         guard !takingEvents else { return }
         takingEvents = true
         defer { takingEvents = false }
@@ -515,9 +519,19 @@ public final class HTTP2ClientSession {
             swap(&events, &drainingEvents)
             // `drainingEvents` receives no appends until the next swap, which only this loop does.
             let (base, n) = drainingEvents.releaseAll()
-            for i in 0..<n { body((base + i).move()) }
+            let near = Self.lookAhead / 2
+            for i in 0..<min(n, Self.lookAhead) { if let tag = base[i].tag { upcoming(tag, false) } }
+            for i in 0..<min(n, near) { if let tag = base[i].tag { upcoming(tag, true) } }
+            for i in 0..<n {
+                if i + Self.lookAhead < n, let tag = base[i + Self.lookAhead].tag { upcoming(tag, false) }
+                if i + near < n, let tag = base[i + near].tag { upcoming(tag, true) }
+                body((base + i).move())
+            }
         }
     }
+
+    /// How many events ahead of the one being handled `takeEvents` first names a request's tag.
+    static let lookAhead = 8
 
     // MARK: Internals
 

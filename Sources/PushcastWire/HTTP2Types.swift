@@ -147,6 +147,15 @@ public enum HTTP2ClientEvent: Sendable {
     case pingTimedOut
     /// The session accepts nothing more.
     case closed
+
+    /// The request's tag, for the events that end one.
+    @inline(__always)
+    public var tag: UInt64? {
+        switch self {
+        case .response(let tag, _), .failed(let tag, _): return tag
+        default: return nil
+        }
+    }
 }
 
 /// A complete request as the server session saw it.

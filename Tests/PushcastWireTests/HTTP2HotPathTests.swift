@@ -145,6 +145,41 @@ final class HTTP2HotPathTests: XCTestCase {
         XCTAssertEqual(more, 0)
     }
 
+    /// Every request event's tag is named twice before its event is handled: `lookAhead` events
+    /// ahead, then half as far (near), in the events' order; GOAWAY and close have no tag.
+    func testUpcomingTagsAreHintedTwiceBeforeTheirEvents() throws {
+        let pair = try HTTP2Pair()
+        try pair.pump()
+        pair.onServerEvent = { _, _ in }  // never answer
+        let tags: [UInt64] = Array(1...20)
+        for tag in tags { XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/\(tag)"), tag: tag)) }
+        try pair.pump()
+        pair.client.connectionLost()
+        var far: [UInt64] = [], near: [UInt64] = [], handled: [UInt64] = []
+        var untagged = 0
+        pair.client.takeEvents(upcoming: { tag, isNear in
+            XCTAssertFalse(handled.contains(tag), "tag \(tag) hinted after its event")
+            if isNear {
+                XCTAssertTrue(far.contains(tag), "tag \(tag): the near hint came first")
+                near.append(tag)
+            } else {
+                far.append(tag)
+            }
+        }) { event in
+            if let tag = event.tag {
+                let lead = far.count - handled.count
+                XCTAssertTrue(lead == HTTP2ClientSession.lookAhead + 1 || far.count == tags.count, "lead \(lead) at tag \(tag)")
+                handled.append(tag)
+            } else {
+                untagged += 1
+            }
+        }
+        XCTAssertEqual(handled, tags)
+        XCTAssertEqual(far, tags)
+        XCTAssertEqual(near, tags)
+        XCTAssertEqual(untagged, 1)  // .closed
+    }
+
     // MARK: HPACK
 
     /// A header marked never-indexed (apns-id: a new value on every request) goes out as a
