@@ -229,6 +229,9 @@ def client_table(sends, h2s, transports, per_notification, median):
     if len(sends) > 1:
         every = "; ".join("%s %s" % (name, ", ".join("%.2f" % per_notification(r) for r in runs)) for name, runs in named if runs)
         lines += ["", "%d alternating runs each; medians above. Every run, µs per notification: %s" % (len(sends), every)]
+        rates = "; ".join("%s %s" % (name, ", ".join("%.0f" % r["rate"] for r in runs if r.get("rate")))
+                          for name, runs in named if runs and any(r.get("rate") for r in runs))
+        lines += ["", "Every run, notifications/s (in the same order): %s" % rates]
     return lines + [""]
 
 

@@ -88,6 +88,8 @@ public final class NotificationChannel: @unchecked Sendable {
 public final class OutcomeChannel: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [OutcomeRecord] = []
+    /// Request bodies of finished rows, on their way back to the reader (`PayloadPool`).
+    private var payloads: [[UInt8]] = []
     private var stopReason: String?
     private var stopResumable = false
     private let stopped = Atomic<Bool>(false)
@@ -109,6 +111,22 @@ public final class OutcomeChannel: @unchecked Sendable {
         condition.signal()
         condition.unlock()
         batch.removeAll(keepingCapacity: true)
+    }
+
+    /// A worker gives back the bodies of rows whose outcome is final (`returned` comes back empty).
+    public func returnPayloads(_ returned: inout [[UInt8]]) {
+        guard !returned.isEmpty else { return }
+        condition.lock()
+        if payloads.isEmpty { swap(&payloads, &returned) } else { payloads.append(contentsOf: returned) }
+        condition.unlock()
+        returned.removeAll(keepingCapacity: true)
+    }
+
+    /// The reader takes the bodies given back so far (`out` should be empty).
+    public func takePayloads(into out: inout [[UInt8]]) {
+        condition.lock()
+        swap(&payloads, &out)
+        condition.unlock()
     }
 
     /// Takes everything queued, waiting up to `timeoutSeconds` for something to arrive.

@@ -97,6 +97,9 @@ final class CampaignLoop<Crew: CampaignCrew> {
     private var feedDone: [Bool]
     private var inputDone = false
     private var drained: [OutcomeRecord] = []
+    /// Request bodies the workers gave back, for the preparers to render later rows into.
+    private let payloadPool = PayloadPool()
+    private var returnedPayloads: [[UInt8]] = []
     private var lastProgress: UInt64
     private let interruption: Interruption
     /// Set by the first stop signal: why the run stopped early, and when its drain ends.
@@ -120,6 +123,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
         lastSync = start
         if let durability { summary = durability.summary }
         self.feeds = feeds
+        for f in self.feeds.indices { self.feeds[f].preparer.payloadPool = payloadPool }
         self.crew = crew
         board = crew.board
         self.outcomes = outcomes
@@ -146,6 +150,8 @@ final class CampaignLoop<Crew: CampaignCrew> {
             crew.awaitOutcomes(outcomes, into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
             if crew.hasCrashed { return }
             recordAll()
+            outcomes.takePayloads(into: &returnedPayloads)
+            payloadPool.give(&returnedPayloads)
             flushSinks(final: false)
             let now = crew.nowNanoseconds()
             syncIfDue(now: now)

@@ -77,6 +77,8 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private var resend: [Int] = []
     private var channelFinished = false
     private var outbox: [OutcomeRecord] = []
+    /// The bodies of the rows in `outbox`, going back to the reader with them (`PayloadPool`).
+    private var spentPayloads: [[UInt8]] = []
     private var inFlight = 0
     /// The one request this worker sends, changed in place for each notification (only its
     /// path suffix, apns-id and body change), and read in place by the session.
@@ -332,7 +334,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     public func turnEnded() {
         gauge.inFlight.store(inFlight, ordering: .relaxed)
-        outcomes.push(&outbox)
+        publishOutbox()
     }
 
     public var shouldAbandon: Bool { outcomes.isAbandoned }
@@ -424,7 +426,15 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             swap(&record.pointee.token, &n.token)
             if messageID == nil { swap(&record.pointee.messageID, &n.messageID) }
         }
+        var body: [UInt8] = []
+        swap(&body, &n.payload)
+        if !body.isEmpty { spentPayloads.append(body) }
         freeTags.append(index)
-        if outbox.count >= 256 { outcomes.push(&outbox) }
+        if outbox.count >= 256 { publishOutbox() }
+    }
+
+    private func publishOutbox() {
+        outcomes.push(&outbox)
+        outcomes.returnPayloads(&spentPayloads)
     }
 }

@@ -79,6 +79,32 @@ final class APNsWorkloadTests: XCTestCase {
         XCTAssertTrue(rig.workload.isExhausted)
     }
 
+    /// A row's body goes back to the reader (for `PayloadPool`) once its outcome is final, with
+    /// that outcome's batch; a row waiting for a retry keeps it.
+    func testBodiesGoBackWithFinalOutcomesOnly() throws {
+        let rig = try Rig()
+        rig.feed(2)
+        var tags: [UInt64] = []
+        while tags.count <= 2, let (_, tag) = rig.workload.nextRequest() { tags.append(tag) }
+        XCTAssertEqual(tags.count, 2)
+        guard tags.count == 2 else { return }
+        rig.workload.received(tag: tags[0], response: Self.response(200))
+        rig.workload.received(tag: tags[1], response: Self.response(503, #"{"reason":"ServiceUnavailable"}"#))
+        XCTAssertEqual(rig.drain().map(\.row), [1])
+        var bodies: [[UInt8]] = []
+        rig.outcomes.takePayloads(into: &bodies)
+        XCTAssertEqual(bodies, [Array("{\"aps\":{}}".utf8)], "the delivered row's body, not the retried one's")
+        // The retried row still sends its body.
+        rig.clock.advance(nanoseconds: 2_000_000_000)
+        let (again, tag) = try XCTUnwrap(rig.workload.nextRequest())
+        XCTAssertEqual(again.body, Array("{\"aps\":{}}".utf8))
+        rig.workload.received(tag: tag, response: Self.response(200))
+        XCTAssertEqual(rig.drain().map(\.row), [2])
+        bodies.removeAll()
+        rig.outcomes.takePayloads(into: &bodies)
+        XCTAssertEqual(bodies.count, 1)
+    }
+
     func testServerErrorsBackOffThenSucceedOrRunOutOfAttempts() throws {
         let rig = try Rig(attemptsMax: 3)
         rig.feed(2)
