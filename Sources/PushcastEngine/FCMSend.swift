@@ -218,15 +218,19 @@ public final class FCMAdapter: ProviderAdapter {
 
     public func makeRequest() -> HTTP2Request { HTTP2Request(authority: settings.authority, path: settings.path) }
 
-    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafePointer<PreparedNotification>) -> UInt64? {
+    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafeMutablePointer<PreparedNotification>) -> UInt64? {
         guard let (token, current) = settings.tokens.current() else { return nil }
         if current != generation || request.pointee.fixedHeaders == nil {
             generation = current
             request.pointee.fixedHeaders = HTTP2HeaderTemplate([HTTP2Header("authorization", "Bearer " + token),
                                                                 HTTP2Header("content-type", "application/json")])
         }
-        request.pointee.body = n.pointee.payload
+        swap(&request.pointee.body, &n.pointee.payload)
         return current
+    }
+
+    public func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into n: UnsafeMutablePointer<PreparedNotification>) {
+        swap(&request.pointee.body, &n.pointee.payload)
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {

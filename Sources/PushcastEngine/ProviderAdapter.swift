@@ -46,15 +46,26 @@ public protocol ProviderAdapter: AnyObject {
     func makeRequest() -> HTTP2Request
     /// Turns `request` (the worker's one request, changed in place between sends) into the request
     /// for the notification; returns the generation of the credential it carries, or nil when no
-    /// credential is ready yet (ask again after `credentialPollNanoseconds`). Both are read and
-    /// written in place: passing them by value would retain and release each of their buffers.
-    func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for notification: UnsafePointer<PreparedNotification>) -> UInt64?
+    /// credential is ready yet (ask again after `credentialPollNanoseconds`; nothing was lent).
+    /// Both are read and written in place: passing them by value would retain and release each
+    /// of their buffers. The notification's own buffers (token, apns-id, body) are lent to the
+    /// request, moved in by swaps: a copy would retain each one on the worker thread, an atomic
+    /// write to memory the reader thread allocated and will free. `restore` gives them back.
+    func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for notification: UnsafeMutablePointer<PreparedNotification>) -> UInt64?
+    /// Moves what `prepare` lent back from the request into the notification; called as soon as
+    /// the request has been handed over (the session copies what it sends).
+    func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into notification: UnsafeMutablePointer<PreparedNotification>)
     var credentialPollNanoseconds: UInt64 { get }
     /// Whether a credential is at hand now (checked before a rate permit is taken for a request).
     var credentialReady: Bool { get }
     func classify(_ response: HTTP2Response) -> ProviderAnswer
     /// The provider refused the credential of this generation as expired.
     func credentialRejected(generation: UInt64) -> CredentialDecision
+}
+
+extension ProviderAdapter {
+    /// Default: for an adapter whose `prepare` copies (retains) what it needs and lends nothing.
+    public func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into notification: UnsafeMutablePointer<PreparedNotification>) {}
 }
 
 /// Campaign-wide APNs settings every worker shares.
@@ -84,6 +95,8 @@ public final class APNsAdapter: ProviderAdapter {
     /// The credential generation the request's fixed headers carry: per request only apns-id
     /// changes, in place, so no header array is built per request.
     private var headersGeneration: UInt64 = .max
+    /// Whether the notification being sent had an apns-id of its own (`restore` puts it back).
+    private var lentMessageID = false
 
     public init(settings: APNsSendSettings) {
         self.settings = settings
@@ -97,7 +110,7 @@ public final class APNsAdapter: ProviderAdapter {
 
     public func makeRequest() -> HTTP2Request { HTTP2Request(authority: settings.authority, path: "/3/device/") }
 
-    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafePointer<PreparedNotification>) -> UInt64? {
+    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafeMutablePointer<PreparedNotification>) -> UInt64? {
         var generation: UInt64 = 0
         if let source = settings.tokenSource {
             // The cached token is only touched when it changes: copying it would retain and
@@ -112,16 +125,24 @@ public final class APNsAdapter: ProviderAdapter {
         if generation != headersGeneration || request.pointee.fixedHeaders == nil {
             // The campaign's headers and the bearer are laid out once per credential; apns-id is
             // the only header left to change per request.
-            let all = settings.headers.headers(authorization: bearer?.authorization, apnsID: n.pointee.messageID ?? "")
+            let all = settings.headers.headers(authorization: bearer?.authorization, apnsID: "")
             request.pointee.fixedHeaders = HTTP2HeaderTemplate(all.filter { $0.name != "apns-id" })
             request.pointee.headers = all.filter { $0.name == "apns-id" }
             headersGeneration = generation
-        } else {
-            request.pointee.headers[0].value = n.pointee.messageID ?? ""
         }
-        request.pointee.pathSuffix = n.pointee.token
-        request.pointee.body = n.pointee.payload
+        lentMessageID = n.pointee.messageID != nil
+        request.pointee.headers[0].value = n.pointee.messageID.take() ?? ""
+        swap(&request.pointee.pathSuffix, &n.pointee.token)
+        swap(&request.pointee.body, &n.pointee.payload)
         return generation
+    }
+
+    public func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into n: UnsafeMutablePointer<PreparedNotification>) {
+        swap(&request.pointee.pathSuffix, &n.pointee.token)
+        swap(&request.pointee.body, &n.pointee.payload)
+        var messageID = ""
+        swap(&messageID, &request.pointee.headers[0].value)
+        if lentMessageID { n.pointee.messageID = messageID }
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {

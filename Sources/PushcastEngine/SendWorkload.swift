@@ -116,13 +116,21 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     public func nextRequest() -> (request: HTTP2Request, tag: UInt64)? {
         guard let tag = prepareNext() else { return nil }
-        return (request.pointee, UInt64(tag))
+        let copy = request.pointee
+        restoreLent(tag)
+        return (copy, UInt64(tag))
     }
 
     public func submitNext(_ submit: (UnsafePointer<HTTP2Request>, UInt64) -> Void) -> Bool {
         guard let tag = prepareNext() else { return false }
         submit(UnsafePointer(request), UInt64(tag))
+        restoreLent(tag)
         return true
+    }
+
+    /// The notification's buffers, lent to `request` by `prepareNext`, go back to its slot.
+    private func restoreLent(_ tag: Int) {
+        slab.withUnsafeMutableBufferPointer { slots in adapter.restore(request, into: slots.baseAddress! + tag) }
     }
 
     /// Picks the next notification that may go now and turns `request` into its request; nil

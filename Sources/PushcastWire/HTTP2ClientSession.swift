@@ -361,12 +361,15 @@ public final class HTTP2ClientSession {
     }
 
     /// The request's fields in `headerBlock`: pseudo-headers, the template's, then the request's own.
+    private static let pathSuffixOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.pathSuffix)!
+
     private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>, slot: UnsafeMutablePointer<Slot>) -> UnsafeMutablePointer<nghttp2_nv> {
         headerBlock.begin()
         headerBlock.append(.method, request.pointee.method)
         headerBlock.append(.scheme, request.pointee.scheme)
         headerBlock.append(.authority, request.pointee.authority)
-        headerBlock.append(.path, request.pointee.path, suffix: request.pointee.pathSuffix)
+        headerBlock.append(.path, request.pointee.path,
+                           suffixAt: (UnsafeRawPointer(request) + Self.pathSuffixOffset).assumingMemoryBound(to: String.self))
         var credentialField = -1
         if let fixed = request.pointee.fixedHeaders {
             if fixed.authorizationField >= 0 { credentialField = headerBlock.count + fixed.authorizationField }
@@ -374,7 +377,7 @@ public final class HTTP2ClientSession {
         }
         let ownFields = headerBlock.count
         request.pointee.headers.withUnsafeBufferPointer { headers in
-            for i in headers.indices { headerBlock.append(headers[i]) }
+            for i in headers.indices { headerBlock.append(headerAt: headers.baseAddress! + i) }
         }
         useLiterals(slot: slot, ownFields: ownFields)
         if credentialField >= 0, let fixed = request.pointee.fixedHeaders { useCredentialLiteral(fixed, field: credentialField) }

@@ -79,6 +79,38 @@ final class APNsWorkloadTests: XCTestCase {
         XCTAssertTrue(rig.workload.isExhausted)
     }
 
+    /// The request borrows the notification's token, apns-id and body while it is handed over
+    /// (`ProviderAdapter.prepare` and `restore`): a resend carries them again, and the outcome
+    /// records them, exactly as they were.
+    func testLentBuffersComeBackForResendsAndTheOutcome() throws {
+        let rig = try Rig()
+        rig.feed(2)
+        var sent: [(tag: UInt64, path: String, id: String?, body: [UInt8])] = []
+        func submitOne() {
+            _ = rig.workload.submitNext { request, tag in
+                sent.append((tag, request.pointee.fullPath, request.pointee.headers.first { $0.name == "apns-id" }?.value,
+                             request.pointee.body))
+            }
+        }
+        submitOne()
+        submitOne()
+        XCTAssertEqual(sent.map(\.path), (1...2).map { "/3/device/" + String(format: "%064x", $0) })
+        XCTAssertEqual(sent.map(\.id), ["id-1", "id-2"])
+        rig.workload.failed(tag: sent[0].tag, failure: .refusedStream)
+        submitOne()
+        XCTAssertEqual(sent.count, 3)
+        guard sent.count == 3 else { return }
+        XCTAssertEqual(sent[2].path, sent[0].path, "the resend has its token back")
+        XCTAssertEqual(sent[2].id, "id-1")
+        XCTAssertEqual(sent[2].body, Array("{\"aps\":{}}".utf8))
+        rig.workload.received(tag: sent[2].tag, response: Self.response(200))
+        rig.workload.received(tag: sent[1].tag, response: Self.response(410, #"{"reason":"Unregistered","timestamp":1700000000123}"#))
+        let out = rig.drain().sorted { $0.row < $1.row }
+        XCTAssertEqual(out.map(\.token), (1...2).map { String(format: "%064x", $0) })
+        XCTAssertEqual(out.map(\.messageID), ["id-1", "id-2"])
+        XCTAssertEqual(out.map(\.id), ["d1", "d2"])
+    }
+
     /// A row's body goes back to the reader (for `PayloadPool`) once its outcome is final, with
     /// that outcome's batch; a row waiting for a retry keeps it.
     func testBodiesGoBackWithFinalOutcomesOnly() throws {

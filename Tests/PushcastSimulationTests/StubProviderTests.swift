@@ -62,7 +62,7 @@ final class StubAdapter: ProviderAdapter {
     var credentialPollNanoseconds: UInt64 { 0 }
     var credentialReady: Bool { true }
     func makeRequest() -> HTTP2Request { HTTP2Request(authority: "push.stub.example", path: "/v1/push/") }
-    func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafePointer<PreparedNotification>) -> UInt64? {
+    func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafeMutablePointer<PreparedNotification>) -> UInt64? {
         request.pointee.pathSuffix = n.pointee.token
         request.pointee.body = n.pointee.payload
         return 0
