@@ -56,10 +56,7 @@ public struct OutcomeRecord: Sendable, Equatable {
     /// line reads), without copying the record or its strings (`Prefetch.stringStorage`).
     @inline(__always)
     static func prefetchStrings(of record: UnsafePointer<OutcomeRecord>) {
-        let raw = UnsafeRawPointer(record)
-        Prefetch.stringStorage(at: raw + tokenOffset)
-        Prefetch.stringStorage(at: raw + messageIDOffset)
-        Prefetch.stringStorage(at: raw + idOffset)
+        Prefetch.storages(from: UnsafeRawPointer(record), strings: (tokenOffset, messageIDOffset, idOffset))
     }
 
     /// Holds no buffers: what a record moved out of an array leaves behind.

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastReactor
 import PushcastInput
 import PushcastJSON
 
@@ -40,6 +41,15 @@ public struct PreparedNotification: Sendable {
 
     /// Where `payload` sits in the struct (a prefetch hint reads its storage address in place).
     static let payloadOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.payload)!
+    private static let tokenOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.token)!
+    private static let messageIDOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.messageID)!
+
+    /// Starts loading the token, apns-id and body that the request will be built from: the
+    /// reader thread wrote them, so on the worker they are in another core's cache.
+    @inline(__always)
+    static func prefetchBuffers(of notification: UnsafePointer<PreparedNotification>) {
+        Prefetch.storages(from: UnsafeRawPointer(notification), strings: (tokenOffset, messageIDOffset, -1), array: payloadOffset)
+    }
 
     /// Data rows are numbered from 1, so row 0 marks the vacant notification.
     public var isVacant: Bool { row == 0 }

@@ -188,8 +188,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         slab.withUnsafeBufferPointer { buffer in
             let slot = UnsafeRawPointer(buffer.baseAddress! + index)
             if near {
-                // An array's first word is its storage object's address.
-                Prefetch.read(UnsafeRawPointer(bitPattern: (slot + PreparedNotification.payloadOffset).load(as: UInt.self)))
+                Prefetch.arrayStorage(at: slot + PreparedNotification.payloadOffset)
             } else {
                 for offset in stride(from: 0, to: MemoryLayout<PreparedNotification>.size, by: 64) { Prefetch.read(slot + offset) }
                 Prefetch.read(slot + MemoryLayout<PreparedNotification>.size - 1)
@@ -397,6 +396,11 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private func takeFresh() -> Int? {
         refillIfEmpty()
         guard hasPending, let tag = freeTags.popLast() else { return nil }
+        // The notification a few places on starts coming over from the reader's core.
+        let ahead = pendingIndex + 4
+        pending[pendingBatch].withUnsafeBufferPointer { batch in
+            if ahead < batch.count { PreparedNotification.prefetchBuffers(of: batch.baseAddress! + ahead) }
+        }
         // A swap: the slab's vacant notification goes where this one was.
         swap(&slab[tag], &pending[pendingBatch][pendingIndex])
         pendingIndex += 1

@@ -22,4 +22,21 @@ public enum Prefetch {
         read(UnsafeRawPointer(bitPattern: object))
         read(UnsafeRawPointer(bitPattern: object &+ 64))
     }
+
+    /// The header of the storage of the array stored at `address` (an array's one word is its
+    /// storage object's address).
+    @inlinable @inline(__always)
+    public static func arrayStorage(at address: UnsafeRawPointer) {
+        read(UnsafeRawPointer(bitPattern: address.load(as: UInt.self)))
+    }
+
+    /// The storage of up to three Strings and one array stored at these offsets from `base` in
+    /// a struct (-1: none).
+    @inlinable @inline(__always)
+    public static func storages(from base: UnsafeRawPointer, strings: (Int, Int, Int), array: Int = -1) {
+        if strings.0 >= 0 { stringStorage(at: base + strings.0) }
+        if strings.1 >= 0 { stringStorage(at: base + strings.1) }
+        if strings.2 >= 0 { stringStorage(at: base + strings.2) }
+        if array >= 0 { arrayStorage(at: base + array) }
+    }
 }
