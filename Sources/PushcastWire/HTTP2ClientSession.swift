@@ -361,15 +361,21 @@ public final class HTTP2ClientSession {
     }
 
     /// The request's fields in `headerBlock`: pseudo-headers, the template's, then the request's own.
+    /// Where the request's pseudo-header Strings sit, for reading them in place.
+    private static let methodOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.method)!
+    private static let schemeOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.scheme)!
+    private static let authorityOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.authority)!
+    private static let pathOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.path)!
     private static let pathSuffixOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.pathSuffix)!
 
     private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>, slot: UnsafeMutablePointer<Slot>) -> UnsafeMutablePointer<nghttp2_nv> {
         headerBlock.begin()
-        headerBlock.append(.method, request.pointee.method)
-        headerBlock.append(.scheme, request.pointee.scheme)
-        headerBlock.append(.authority, request.pointee.authority)
-        headerBlock.append(.path, request.pointee.path,
-                           suffixAt: (UnsafeRawPointer(request) + Self.pathSuffixOffset).assumingMemoryBound(to: String.self))
+        let raw = UnsafeRawPointer(request)
+        func field(_ offset: Int) -> UnsafePointer<String> { (raw + offset).assumingMemoryBound(to: String.self) }
+        headerBlock.append(.method, at: field(Self.methodOffset))
+        headerBlock.append(.scheme, at: field(Self.schemeOffset))
+        headerBlock.append(.authority, at: field(Self.authorityOffset))
+        headerBlock.append(.path, at: field(Self.pathOffset), suffixAt: field(Self.pathSuffixOffset))
         var credentialField = -1
         if let fixed = request.pointee.fixedHeaders {
             if fixed.authorizationField >= 0 { credentialField = headerBlock.count + fixed.authorizationField }

@@ -169,11 +169,14 @@ final class HTTP2HeaderBlockBuilder {
     /// The fields of the block, valid until the next `begin` or `append`.
     func finish() -> UnsafeMutablePointer<nghttp2_nv> { fields }
 
-    /// A pseudo-header whose value is `value` followed by `suffix` (a request path made of a fixed
-    /// prefix and a per-request part, joined here rather than in a new String).
-    func append(_ pseudo: HTTP2PseudoHeader, _ value: String, suffix: String = "") {
-        let valueStart = copy(value)
-        if !suffix.isEmpty { _ = copy(suffix) }
+    /// A pseudo-header whose value is the String at `value`, followed by the one at `suffix` (a
+    /// request path made of a fixed prefix and a per-request part, joined here rather than in a
+    /// new String). Both are read in place through the pointers: passing a String by value
+    /// retains it, an atomic write to a String that another thread may have allocated and will
+    /// free (perf: 2 % of the client at 8 x 1000 streams).
+    func append(_ pseudo: HTTP2PseudoHeader, at value: UnsafePointer<String>, suffixAt suffix: UnsafePointer<String>? = nil) {
+        let valueStart = copy(at: value)
+        if let suffix { _ = copy(at: suffix) }
         let name = pseudoNames + pseudoOffsets[pseudo.rawValue]
         add(name: name, nameLength: pseudoLengths[pseudo.rawValue], value: valueStart, valueLength: bytesUsed - valueStart,
             flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
@@ -221,17 +224,7 @@ final class HTTP2HeaderBlockBuilder {
         count += 1
     }
 
-    /// `:path` and a header, read in place through pointers to the request's Strings: passing
-    /// them by value retains each one, an atomic write to a String that another thread
-    /// allocated and will free (perf: 2 % of the client at 8 x 1000 streams).
-    func append(_ pseudo: HTTP2PseudoHeader, _ value: String, suffixAt suffix: UnsafePointer<String>) {
-        let valueStart = copy(value)
-        _ = copy(at: suffix)
-        let name = pseudoNames + pseudoOffsets[pseudo.rawValue]
-        add(name: name, nameLength: pseudoLengths[pseudo.rawValue], value: valueStart, valueLength: bytesUsed - valueStart,
-            flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
-    }
-
+    /// A header, its name and value read in place (as `append(_:at:suffixAt:)` does).
     func append(headerAt header: UnsafePointer<HTTP2Header>) {
         let raw = UnsafeRawPointer(header)
         let nameStart = copy(at: (raw + Self.headerNameOffset).assumingMemoryBound(to: String.self))
