@@ -7,9 +7,9 @@ import PushcastReactor
 ///
 /// 1. a first read writes one 16-byte record per valid row (a 64-bit hash of the provider and the
 ///    normalised token, 32 more bits of a second hash, the row) into hash partitions on disk;
-/// 2. each partition (about 64 Ki records) is sorted in memory; in every run of equal hashes the
-///    first row is the original and the others repeat it; those (row, first row) pairs go to a
-///    second scratch file, one segment per partition, sorted by row;
+/// 2. each partition (about 64 Ki records, in row order) goes through an open-addressing table in
+///    memory: a record whose hashes are already there repeats that first row; those (row, first
+///    row) pairs go to a second scratch file, one segment per partition, in row order;
 /// 3. during the send, each reader walks the segments in row order (a k-way merge), so deciding
 ///    a row costs a heap comparison and no lookup.
 ///
@@ -23,14 +23,6 @@ public final class DuplicatePlan: @unchecked Sendable {
     public let duplicateCount: Int
 
     static let recordsPerPartition = 1 << 16
-
-    /// One planning record as it lies in memory: two words, compared as a pair.
-    struct Record: Comparable {
-        var hash: UInt64
-        /// The second hash's 32 bits, then the row.
-        var tag: UInt64
-        static func < (a: Record, b: Record) -> Bool { a.hash != b.hash ? a.hash < b.hash : a.tag < b.tag }
-    }
 
     /// Reads `reader` to its end. `hashes` gives a row's key hashes, nil for rows that are never
     /// sent (invalid, unroutable); it must decide exactly as the send will. `malformed` hears the
@@ -62,12 +54,13 @@ public final class DuplicatePlan: @unchecked Sendable {
         }
         for index in 0..<partitionCount { tails[index] = buffers[index].count / 2 }
 
-        // Each partition: its chunks and its tail, sorted; runs of equal hashes are repeats.
+        // Each partition: its chunks and its tail, in row order; a record whose hashes came before is a repeat.
         let repeats = try ScratchFile(directory: directory)
         var segments: [(offset: Int, count: Int)] = []
         var duplicateCount = 0
         var entries: [UInt64] = []
         var pairs: [UInt64] = []
+        var firstRows = FirstRowTable()
         for partition in 0..<partitionCount {
             entries.removeAll(keepingCapacity: true)
             entries.reserveCapacity(chunks[partition].count * chunkRecords * 2 + tails[partition] * 2)
@@ -81,23 +74,7 @@ public final class DuplicatePlan: @unchecked Sendable {
             }
             entries.append(contentsOf: buffers[partition])
             buffers[partition] = []
-            let count = entries.count / 2
-            // Sort the records in place by (hash, second hash, row): rows ascend within a run.
-            entries.withUnsafeMutableBytes { bytes in
-                bytes.withMemoryRebound(to: Record.self) { records in var records = records; records.sort() }
-            }
-            pairs.removeAll(keepingCapacity: true)
-            var runStart = 0
-            for position in 0..<count {
-                let sameRun = position > runStart && entries[2 * position] == entries[2 * runStart]
-                    && entries[2 * position + 1] >> 32 == entries[2 * runStart + 1] >> 32
-                if position > 0 && !sameRun { runStart = position }
-                if sameRun {
-                    // (row, first row), both 32-bit, packed so that sorting orders by row.
-                    pairs.append((entries[2 * position + 1] & 0xFFFF_FFFF) << 32 | (entries[2 * runStart + 1] & 0xFFFF_FFFF))
-                }
-            }
-            pairs.sort()
+            firstRows.group(entries, into: &pairs)
             segments.append((repeats.size, pairs.count))
             duplicateCount += pairs.count
             if !pairs.isEmpty { try pairs.withUnsafeBytes { try repeats.append($0) } }
@@ -127,6 +104,42 @@ public final class DuplicatePlan: @unchecked Sendable {
     }
 
     fileprivate var segmentCount: Int { segments.count }
+}
+
+/// Finds the repeats of one partition in a single pass: an open-addressing table (linear probing,
+/// at most half full) of indices into the partition's records, which arrive in row order, so the
+/// first record with given hashes is its token's first row and the pairs come out sorted by row.
+/// Reused from partition to partition; 4 bytes a slot.
+struct FirstRowTable {
+    private var slots: [UInt32] = []
+
+    /// `entries` holds (hash, second hash << 32 | row) word pairs in row order; appends to `pairs`
+    /// (emptied first) one `row << 32 | first row` for every repeat.
+    mutating func group(_ entries: [UInt64], into pairs: inout [UInt64]) {
+        pairs.removeAll(keepingCapacity: true)
+        let count = entries.count / 2
+        var capacity = 16
+        while capacity < count * 2 { capacity <<= 1 }
+        if slots.count != capacity { slots = Array(repeating: 0, count: capacity) } else { slots.withUnsafeMutableBufferPointer { $0.update(repeating: 0) } }
+        let mask = capacity - 1
+        entries.withUnsafeBufferPointer { words in
+            slots.withUnsafeMutableBufferPointer { table in
+                for record in 0..<count {
+                    let hash = words[2 * record], tag = words[2 * record + 1]
+                    var slot = Int(truncatingIfNeeded: hash) & mask
+                    while table[slot] != 0 {
+                        let first = Int(table[slot] - 1)
+                        if words[2 * first] == hash && words[2 * first + 1] >> 32 == tag >> 32 {
+                            pairs.append((tag & 0xFFFF_FFFF) << 32 | (words[2 * first + 1] & 0xFFFF_FFFF))
+                            break
+                        }
+                        slot = (slot + 1) & mask
+                    }
+                    if table[slot] == 0 { table[slot] = UInt32(record + 1) }
+                }
+            }
+        }
+    }
 }
 
 /// Walks a `DuplicatePlan`'s repeats in row order: a k-way merge of its sorted segments, each

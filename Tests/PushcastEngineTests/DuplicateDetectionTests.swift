@@ -84,4 +84,33 @@ final class DuplicateDetectionTests: XCTestCase {
         XCTAssertEqual(plan.duplicateCount, exact.values.filter { if case .duplicate = $0 { return true } else { return false } }.count)
         XCTAssertGreaterThan(plan.duplicateCount, 300)
     }
+
+    /// The partition pass: crafted records whose hashes share their low bits (every probe
+    /// collides and wraps around the table's end), a 64-bit hash shared by two different second
+    /// hashes (two tokens, not a repeat), a token seen three times (both repeats name the first
+    /// row), and the table reused for a smaller partition.
+    func testFirstRowTableGroupsByBothHashesInRowOrder() {
+        func record(_ hash: UInt64, _ second: UInt32, row: UInt32) -> [UInt64] { [hash, UInt64(second) << 32 | UInt64(row)] }
+        let wrap: UInt64 = 0xF  // the last slot of a 16-slot table: the probe goes on at slot 0
+        var entries: [UInt64] = []
+        entries += record(wrap, 1, row: 2)
+        entries += record(wrap | 0x100, 1, row: 3)     // same slot, other hash
+        entries += record(wrap, 2, row: 5)             // same hash, other second hash
+        entries += record(wrap, 1, row: 7)             // repeats row 2
+        entries += record(wrap | 0x100, 1, row: 8)     // repeats row 3
+        entries += record(wrap, 2, row: 9)             // repeats row 5
+        entries += record(wrap, 1, row: 11)            // repeats row 2 again
+        var table = FirstRowTable()
+        var pairs: [UInt64] = [42]
+        table.group(entries, into: &pairs)
+        let decoded = pairs.map { (row: Int($0 >> 32), first: Int($0 & 0xFFFF_FFFF)) }
+        XCTAssertEqual(decoded.map(\.row), [7, 8, 9, 11])
+        XCTAssertEqual(decoded.map(\.first), [2, 3, 5, 2])
+
+        // Reused: nothing of the last partition is left in the table.
+        table.group(record(wrap, 1, row: 20) + record(0x1234, 9, row: 21), into: &pairs)
+        XCTAssertEqual(pairs, [])
+        table.group(record(wrap, 1, row: 30) + record(wrap, 1, row: 31), into: &pairs)
+        XCTAssertEqual(pairs, [31 << 32 | 30])
+    }
 }
