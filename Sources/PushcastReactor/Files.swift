@@ -71,6 +71,11 @@ public final class OutputFile {
     private let dropsSyncedPages: Bool
     /// The file's pages before this offset were given back to the kernel.
     private var droppedEnd = 0
+    /// `written` at the last sync that succeeded; -1 before the first and after a truncation, so
+    /// that the next sync always reaches the disk.
+    private var syncedEnd = -1
+    /// fdatasync calls made so far.
+    public private(set) var syncCount = 0
 
     /// The buffer's size: an append larger than this is written straight through, uncopied.
     public var bufferBytes: Int { buffer.count }
@@ -105,9 +110,15 @@ public final class OutputFile {
         }
     }
 
-    /// Makes what was written so far durable (fdatasync): it survives power loss.
+    /// Makes what was written so far durable (fdatasync): it survives power loss. A file that
+    /// was handed nothing since its last sync is not synced again: an idle prune file, synced
+    /// with the results ten times a second, made a third of a slow campaign's fdatasync calls,
+    /// each a wait for the disk (about 40 µs on the development machine's virtual disk).
     public func sync() throws(ReactorError) {
+        guard written != syncedEnd else { return }
         guard fdatasync(fd) == 0 else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+        syncedEnd = written
+        syncCount += 1
         if dropsSyncedPages && written - droppedEnd >= Self.dropStepBytes { dropCachedPages() }
     }
 
@@ -185,6 +196,7 @@ public final class OutputFile {
         guard reservedEnd > written else { return }
         _ = ftruncate(fd, off_t(written))
         reservedEnd = written
+        syncedEnd = -1
     }
 
     /// Writes everything buffered so far.

@@ -105,6 +105,30 @@ final class FileTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: kept)
     }
 
+    /// A sync with nothing handed to the kernel since the last one is skipped; the first sync,
+    /// new bytes (buffered ones once flushed) and a truncation each make the next one real.
+    func testSyncReachesTheDiskOnlyForWhatIsNew() throws {
+        let path = NSTemporaryDirectory() + "pushcast-sync-\(UUID().uuidString).csv"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try OutputFile(path: path, bufferBytes: 4096)
+        try file.sync()
+        XCTAssertEqual(file.syncCount, 1, "the first sync makes the new file durable")
+        try file.sync()
+        XCTAssertEqual(file.syncCount, 1)
+        try file.append("token,reason\n")
+        try file.sync()
+        XCTAssertEqual(file.syncCount, 1, "buffered bytes are not in the file yet")
+        try file.flush()
+        try file.sync()
+        try file.sync()
+        XCTAssertEqual(file.syncCount, 2)
+        XCTAssertTrue(file.reserve(headroom: 1 << 16, step: 1 << 16))
+        file.releaseReservation()
+        try file.sync()
+        XCTAssertEqual(file.syncCount, 3, "a truncation changes the file")
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "token,reason\n")
+    }
+
     func testOutputFileInAMissingDirectoryNamesThePath() {
         let path = "/nonexistent-dir-\(UUID().uuidString)/results.ndjson"
         XCTAssertThrowsError(try OutputFile(path: path)) { error in
