@@ -184,8 +184,9 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// the request went out, a round trip ago.
     public func willReceive(tag: UInt64, near: Bool) {
         let index = Int(tag)
-        guard index >= 0, index < slab.count else { return }
-        slab.withUnsafeBufferPointer { buffer in
+        // The mutable view: in place, where reading the class's array property retains it.
+        slab.withUnsafeMutableBufferPointer { buffer in
+            guard index >= 0, index < buffer.count else { return }
             let slot = UnsafeRawPointer(buffer.baseAddress! + index)
             if near {
                 Prefetch.arrayStorage(at: slot + PreparedNotification.payloadOffset)
@@ -382,8 +383,8 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     private func refillIfEmpty() {
         guard !hasPending, !channelFinished else { return }
-        // What was handed out left vacant notifications behind (nothing to release).
-        pending.removeAll(keepingCapacity: true)
+        // What was handed out left vacant notifications behind (nothing to release); the
+        // channel empties those arrays and keeps some for the reader.
         pendingBatch = 0
         pendingIndex = 0
         // The channel holds at most its capacity, and the slab has room for that on top of the
@@ -398,7 +399,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         guard hasPending, let tag = freeTags.popLast() else { return nil }
         // The notification a few places on starts coming over from the reader's core.
         let ahead = pendingIndex + 4
-        pending[pendingBatch].withUnsafeBufferPointer { batch in
+        pending[pendingBatch].withUnsafeMutableBufferPointer { batch in
             if ahead < batch.count { PreparedNotification.prefetchBuffers(of: batch.baseAddress! + ahead) }
         }
         // A swap: the slab's vacant notification goes where this one was.
@@ -429,14 +430,19 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private func finish(_ index: Int, _ n: inout PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
                         messageID: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
+        // An answer that echoes the request's own id (APNs does) records the request's copy: it
+        // goes back to the reader's thread, which made it and frees it there, and the answer's
+        // copy, made on this thread, is freed here (freeing another thread's block takes that
+        // thread's malloc arena lock once this thread's small cache of 7 blocks is full).
+        let ownID = messageID == nil || messageID == n.messageID
         outbox.append(OutcomeRecord(row: n.row, id: nil, token: "", provider: adapter.provider, outcome: outcome,
-                                    status: status, reason: reason, messageID: messageID,
+                                    status: status, reason: reason, messageID: ownID ? nil : messageID,
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
         outbox.withUnsafeMutableBufferPointer { records in
             let record = records.baseAddress! + (records.count - 1)
             swap(&record.pointee.id, &n.id)
             swap(&record.pointee.token, &n.token)
-            if messageID == nil { swap(&record.pointee.messageID, &n.messageID) }
+            if ownID { swap(&record.pointee.messageID, &n.messageID) }
         }
         var body: [UInt8] = []
         swap(&body, &n.payload)

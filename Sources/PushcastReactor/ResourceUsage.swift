@@ -74,8 +74,15 @@ extension Reactor {
     }
 }
 
-/// The real wall clock (CLOCK_REALTIME), for JWT issue times and 410 timestamps.
+/// The real wall clock, for JWT issue times and 410 timestamps, in whole seconds: read from
+/// CLOCK_REALTIME_COARSE (the time at the last timer tick, a few milliseconds behind at most),
+/// which costs a memory read instead of a TSC read. Each APNs request asks whether its JWT is due
+/// for renewal (`APNsTokenSource.isCurrent`): the fine clock was 0.5 % of the client's CPU.
 public final class SystemWallClock: WallClock {
     public init() {}
-    public func secondsSinceEpoch() -> Int64 { Int64(Reactor.wallClockSeconds()) }
+    public func secondsSinceEpoch() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+        return Int64(ts.tv_sec)
+    }
 }

@@ -367,6 +367,8 @@ public final class HTTP2ClientSession {
     private static let authorityOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.authority)!
     private static let pathOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.path)!
     private static let pathSuffixOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.pathSuffix)!
+    private static let fixedHeadersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.fixedHeaders)!
+    private static let headersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.headers)!
 
     private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>, slot: UnsafeMutablePointer<Slot>) -> UnsafeMutablePointer<nghttp2_nv> {
         headerBlock.begin()
@@ -376,17 +378,23 @@ public final class HTTP2ClientSession {
         headerBlock.append(.scheme, at: field(Self.schemeOffset))
         headerBlock.append(.authority, at: field(Self.authorityOffset))
         headerBlock.append(.path, at: field(Self.pathOffset), suffixAt: field(Self.pathSuffixOffset))
+        // The template and the header array are read where they lie, unretained: the request
+        // owns them for the whole call, and a retain here is an atomic write per request to
+        // memory the adapter's thread also touches (perf: 0.9 % of the client).
+        let fixed = (raw + Self.fixedHeadersOffset).load(as: Unmanaged<HTTP2HeaderTemplate>?.self)
         var credentialField = -1
-        if let fixed = request.pointee.fixedHeaders {
-            if fixed.authorizationField >= 0 { credentialField = headerBlock.count + fixed.authorizationField }
-            headerBlock.append(template: fixed)
+        if let fixed {
+            fixed._withUnsafeGuaranteedRef { template in
+                if template.authorizationField >= 0 { credentialField = headerBlock.count + template.authorizationField }
+                headerBlock.append(template: template)
+            }
         }
         let ownFields = headerBlock.count
-        request.pointee.headers.withUnsafeBufferPointer { headers in
+        (raw + Self.headersOffset).assumingMemoryBound(to: [HTTP2Header].self).pointee.withUnsafeBufferPointer { headers in
             for i in headers.indices { headerBlock.append(headerAt: headers.baseAddress! + i) }
         }
         useLiterals(slot: slot, ownFields: ownFields)
-        if credentialField >= 0, let fixed = request.pointee.fixedHeaders { useCredentialLiteral(fixed, field: credentialField) }
+        if credentialField >= 0, let fixed { fixed._withUnsafeGuaranteedRef { useCredentialLiteral($0, field: credentialField) } }
         return headerBlock.finish()
     }
 
