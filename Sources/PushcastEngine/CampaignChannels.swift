@@ -17,7 +17,7 @@ public final class NotificationChannel: @unchecked Sendable {
         var spare: [[PreparedNotification]] = []
     }
     /// At most this many emptied batch arrays are kept for reuse.
-    static let spareMax = 8
+    static let spareMax = 16
     private let state = Mutex(State())
     public let capacity: Int
     private let wakerBox = Mutex<ReactorWaker?>(nil)
@@ -41,6 +41,9 @@ public final class NotificationChannel: @unchecked Sendable {
     public func attach(_ waker: ReactorWaker) {
         wakerBox.withLock { $0 = waker }
     }
+
+    /// Emptied batch arrays kept for the reader (tests).
+    var spareCount: Int { state.withLock { $0.spare.count } }
 
     /// Free room in the queue.
     public var room: Int { state.withLock { capacity - $0.count } }
@@ -81,7 +84,7 @@ public final class NotificationChannel: @unchecked Sendable {
 
     /// Takes every queued batch; `finished` says the channel is closed and now empty. What
     /// `batches` held (batches the worker has handed out, vacant notifications only) is emptied,
-    /// and up to `spareMax` of those arrays are kept for the reader's next batches.
+    /// and up to `spareMax` (16) of those arrays are kept for the reader's next batches.
     public func takeAll(into batches: inout [[PreparedNotification]]) -> (taken: Int, finished: Bool) {
         for index in batches.indices { batches[index].removeAll(keepingCapacity: true) }
         return state.withLock { s in
