@@ -152,7 +152,7 @@ public final class LaneFeeder {
         return false
     }
 
-    func add(_ notification: PreparedNotification) { batch.append(notification) }
+    func add(_ notification: consuming PreparedNotification) { batch.append(notification) }
 
     /// The lane broke: rows for it are dropped here, never sent and never recorded.
     var isBroken: Bool { channels.first?.isLaneBroken ?? false }

@@ -227,7 +227,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
             if !mine.allSatisfy({ $0.canAccept() }) { break }
             budget -= 1
             let record: InputRecord?
-            do { record = try feeds[f].reader.next() } catch {
+            do { record = try feeds[f].nextRecord() } catch {
                 outcomes.stop(reason: "cannot read \(feeds[f].reader.fileName): \(error)")
                 feedDone[f] = true
                 break
@@ -236,9 +236,9 @@ final class CampaignLoop<Crew: CampaignCrew> {
                 feedDone[f] = true
                 break
             }
-            feeds[f].preparer.follow(feeds[f].reader)
-            switch feeds[f].preparer.prepare(record) {
-            case .send(let notification): send(notification, feed: f)
+            let prepared = feeds[f].preparer.prepare(record)
+            switch consume prepared {
+            case .send(let notification): send(consume notification, feed: f)
             case .finished(var outcome):
                 if durability?.recovered?.isFinished(outcome.row) != true { self.record(&outcome) }
             case .skipped: break
@@ -249,8 +249,10 @@ final class CampaignLoop<Crew: CampaignCrew> {
 
     /// Hands a notification to its lane, unless an earlier run finished its row or may have sent
     /// it; the journal covers its row first (write-ahead).
+    /// `consuming`: the notification moves into the lane's batch (a copy would retain its
+    /// token, ids and body, and the dropped original release them again).
     @inline(__always)
-    private func send(_ notification: PreparedNotification, feed f: Int) {
+    private func send(_ notification: consuming PreparedNotification, feed f: Int) {
         if let durability {
             switch durability.verdict(row: notification.row, feed: feedKeys[f]) {
             case .skip: return
@@ -269,7 +271,8 @@ final class CampaignLoop<Crew: CampaignCrew> {
                 }
             }
         }
-        board.feeder(notification.provider)!.add(notification)
+        let provider = notification.provider
+        board.feeder(provider)!.add(consume notification)
     }
 
     /// Results reach the kernel every 100 ms (a crashed process then loses at most that much),

@@ -96,6 +96,16 @@ public struct CampaignFeed {
         self.reader = reader
         self.preparer = preparer
     }
+
+    /// The next record, the preparer's layout grown first when the reader found new columns.
+    /// One access to the feed: reaching the reader and the preparer from outside it
+    /// (`feeds[f].preparer.follow(feeds[f].reader)`) copied the reader, or the whole preparer,
+    /// on every row.
+    mutating func nextRecord() throws -> InputRecord? {
+        let record = try reader.next()
+        if preparer.isBehind(columnCount: reader.columnCount) { preparer.follow(reader) }
+        return record
+    }
 }
 
 /// One campaign: the reader (this thread) prepares rows and writes outcomes; each provider lane's

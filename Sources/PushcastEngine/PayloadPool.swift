@@ -18,12 +18,14 @@ public final class PayloadPool {
     public var count: Int { spare.count }
 
     /// Takes the arrays in `returned` (it comes back empty).
+    /// The arrays move over one by one: appending copies would retain each, and emptying
+    /// `returned` would release each again.
     public func give(_ returned: inout [[UInt8]]) {
-        let room = Self.keptMax - spare.count
-        if returned.count <= room {
-            spare.append(contentsOf: returned)
-        } else if room > 0 {
-            spare.append(contentsOf: returned[0..<room])
+        let taken = min(returned.count, Self.keptMax - spare.count)
+        for index in 0..<max(0, taken) {
+            var array: [UInt8] = []
+            swap(&array, &returned[index])
+            spare.append(consume array)
         }
         returned.removeAll(keepingCapacity: true)
     }

@@ -213,11 +213,15 @@ public struct RowPreparer {
         tokenBytes.reserveCapacity(4200)
     }
 
+    /// Whether a reader with this many columns has keys the layout has not seen (`follow`).
+    @inline(__always)
+    public func isBehind(columnCount: Int) -> Bool { columnCount != layout.columnCount }
+
     /// NDJSON keys new since the layout was resolved (a key first seen on a later line) become
     /// candidates now. Call before preparing each row of a reader whose columns may grow.
     @inline(__always)
     public mutating func follow(_ reader: any RowSource) {
-        if reader.columnCount != layout.columnCount {
+        if isBehind(columnCount: reader.columnCount) {
             layout = RowLayout(growing: reader.columns, idColumn: layout.idColumnName, defaultProvider: layout.defaultProvider)
         }
     }
@@ -281,7 +285,7 @@ public struct RowPreparer {
                                                    error: "cannot read the duplicate plan: \(error)"))
                 }
             }
-            return render(view, id: id, provider: provider, token: token)
+            return render(view, id: consume id, provider: provider, token: consume token)
         }
     }
 
@@ -375,7 +379,8 @@ public struct RowPreparer {
         return .valid(id: wantID ? rowID() : nil, provider: provider)
     }
 
-    private mutating func render(_ view: RowView, id: String?, provider: ProviderID, token: String) -> PreparedRow {
+    /// `consuming` id and token: they move into the notification instead of being copied.
+    private mutating func render(_ view: RowView, id: consuming String?, provider: ProviderID, token: consuming String) -> PreparedRow {
         guard let renderer = renderers[provider.position] else { preconditionFailure("\(provider) rows routed without a rendering") }
         payload.removeAll(keepingCapacity: true)
         let size = renderer.render(token: token, into: &payload) { view.field($0) }
@@ -391,7 +396,7 @@ public struct RowPreparer {
         // (Array(_:) of a buffer pointer is specialised; the unsafeUninitializedCapacity
         // initialiser looked up generic metadata on every row.)
         let exact = payload.withUnsafeBufferPointer { bytes in payloadPool?.make(copying: bytes) ?? Array(bytes) }
-        return .send(PreparedNotification(row: view.row, id: id, token: token, messageID: messageID, payload: exact, provider: provider))
+        return .send(PreparedNotification(row: view.row, id: consume id, token: consume token, messageID: messageID, payload: exact, provider: provider))
     }
 }
 
