@@ -145,7 +145,17 @@ public final class OutcomeChannel: @unchecked Sendable {
     public func returnPayloads(_ returned: inout [[UInt8]]) {
         guard !returned.isEmpty else { return }
         condition.lock()
-        if payloads.isEmpty { swap(&payloads, &returned) } else { payloads.append(contentsOf: returned) }
+        if payloads.isEmpty {
+            swap(&payloads, &returned)
+        } else {
+            // Moved over by swaps, as `PayloadPool.give` takes them: appending copies would
+            // retain each body, and emptying `returned` would release each again.
+            for index in returned.indices {
+                var body: [UInt8] = []
+                swap(&body, &returned[index])
+                payloads.append(consume body)
+            }
+        }
         condition.unlock()
         returned.removeAll(keepingCapacity: true)
     }

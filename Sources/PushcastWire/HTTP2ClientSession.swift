@@ -360,8 +360,7 @@ public final class HTTP2ClientSession {
         return credentials.rewrite(frame, count: count, literals: literals)
     }
 
-    /// The request's fields in `headerBlock`: pseudo-headers, the template's, then the request's own.
-    /// Where the request's pseudo-header Strings sit, for reading them in place.
+    /// Where the request's Strings, template and header array sit, for reading them in place.
     private static let methodOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.method)!
     private static let schemeOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.scheme)!
     private static let authorityOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.authority)!
@@ -370,6 +369,7 @@ public final class HTTP2ClientSession {
     private static let fixedHeadersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.fixedHeaders)!
     private static let headersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.headers)!
 
+    /// The request's fields in `headerBlock`: pseudo-headers, the template's, then the request's own.
     private func assembleHeaders(_ request: UnsafePointer<HTTP2Request>, slot: UnsafeMutablePointer<Slot>) -> UnsafeMutablePointer<nghttp2_nv> {
         headerBlock.begin()
         let raw = UnsafeRawPointer(request)
