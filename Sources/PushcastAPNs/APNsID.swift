@@ -3,6 +3,7 @@
 // file, APNs's logs and the mock's log be joined.
 
 import COpenSSL
+import PushcastCore
 import PushcastJSON
 
 public enum APNsID {
@@ -118,5 +119,18 @@ public final class APNsIDGenerator {
     public func derive(token: String) -> String {
         var token = token
         return token.withUTF8 { derive(token: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same id, packed (`PackedText`: its 16 bytes, no String).
+    public func derivePacked(token: UnsafeRawBufferPointer) -> PackedText {
+        var digest = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &digest) { out in
+            pushcast_sha256_finish(primed, token.baseAddress, token.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        // The digest's first byte is the UUID's first: big-endian words. Byte 6's high nibble is
+        // the version (5); byte 8's top two bits the RFC 4122 variant (10), as `uuid(fromDigest:)`.
+        let high = (UInt64(bigEndian: digest.0) & ~0xF000) | 0x5000
+        let low = (UInt64(bigEndian: digest.1) & ~(0xC0 << 56)) | (0x80 << 56)
+        return PackedText(uuidBytes: high, low)
     }
 }

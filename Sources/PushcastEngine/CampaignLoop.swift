@@ -98,7 +98,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
     private var inputDone = false
     private var drained: [OutcomeRecord] = []
     /// Request bodies the workers gave back, for the preparers to render later rows into.
-    private let payloadPool = PayloadPool()
+    private let payloadPool: PayloadPool
     private var returnedPayloads: [[UInt8]] = []
     private var lastProgress: UInt64
     private let interruption: Interruption
@@ -123,9 +123,10 @@ final class CampaignLoop<Crew: CampaignCrew> {
         lastSync = start
         if let durability { summary = durability.summary }
         self.feeds = feeds
-        for f in self.feeds.indices { self.feeds[f].preparer.payloadPool = payloadPool }
         self.crew = crew
         board = crew.board
+        payloadPool = PayloadPool(keptMax: crew.board.outstandingMax + Self.rowsPerTurn * feeds.count)
+        for f in self.feeds.indices { self.feeds[f].preparer.payloadPool = payloadPool }
         self.outcomes = outcomes
         self.sinks = sinks
         self.observers = observers
@@ -257,7 +258,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
             switch durability.verdict(row: notification.row, feed: feedKeys[f]) {
             case .skip: return
             case .unknown:
-                var outcome = OutcomeRecord(row: notification.row, id: notification.id, token: notification.token,
+                var outcome = OutcomeRecord(row: notification.row, id: notification.id, token: notification.packedToken,
                                             provider: notification.provider, outcome: .unknown, reason: OutcomeReason.interruptedInFlight,
                                             error: "may have been sent before the campaign was interrupted; not sent again (--retry-unknown sends it)")
                 record(&outcome)

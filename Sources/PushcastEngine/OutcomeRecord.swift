@@ -2,13 +2,14 @@ import PushcastCore
 import PushcastReactor
 
 /// What happened to one input row: one line of the results file.
-public struct OutcomeRecord: Sendable, Equatable {
+public struct OutcomeRecord: Sendable, Equatable, PackedTokenAndID {
     /// 1-based data-row number in the input.
     public var row: Int
     /// The row's identity column (`--id-column`), copied through.
     public var id: String?
-    /// The token as sent (APNs tokens normalised), or as read when it could not be used.
-    public var token: String
+    /// The token as sent (APNs tokens normalised), or as read when it could not be used; packed
+    /// (`PackedText`: an APNs token is its 32 bytes, no String).
+    public var packedToken: PackedText
     public var provider: ProviderID?
     public var outcome: OutcomeKind
     /// The provider's HTTP status, when it answered.
@@ -20,8 +21,8 @@ public struct OutcomeRecord: Sendable, Equatable {
     public var error: String?
     /// The provider's id for the notification, in its provider's results column
     /// (`PushProvider.messageIDField`): the apns-id of every APNs request, FCM's message name
-    /// (`projects/…/messages/…`) of a delivered FCM message.
-    public var messageID: String?
+    /// (`projects/…/messages/…`) of a delivered FCM message. Packed: an apns-id is its 16 bytes.
+    public var packedMessageID: PackedText?
     /// ISO 8601 time at which APNs says the token stopped being valid (from a 410).
     public var unregisteredAt: String?
     /// For duplicates: the row that was sent.
@@ -29,38 +30,45 @@ public struct OutcomeRecord: Sendable, Equatable {
     public var attempts: Int
     public var latencyMilliseconds: Double?
 
-    public init(row: Int, id: String?, token: String, provider: ProviderID?, outcome: OutcomeKind,
-                status: Int? = nil, reason: String? = nil, error: String? = nil, messageID: String? = nil,
+    public init(row: Int, id: String?, token: PackedText, provider: ProviderID?, outcome: OutcomeKind,
+                status: Int? = nil, reason: String? = nil, error: String? = nil, messageID: PackedText? = nil,
                 unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
                 latencyMilliseconds: Double? = nil) {
         self.row = row
         self.id = id
-        self.token = token
+        packedToken = token
         self.provider = provider
         self.outcome = outcome
         self.status = status
         self.reason = reason
         self.error = error
-        self.messageID = messageID
+        packedMessageID = messageID
         self.unregisteredAt = unregisteredAt
         self.duplicateOf = duplicateOf
         self.attempts = attempts
         self.latencyMilliseconds = latencyMilliseconds
     }
 
-    private static let tokenOffset = MemoryLayout<OutcomeRecord>.offset(of: \OutcomeRecord.token)!
-    private static let messageIDOffset = MemoryLayout<OutcomeRecord>.offset(of: \OutcomeRecord.messageID)!
+    public init(row: Int, id: String?, token: String, provider: ProviderID?, outcome: OutcomeKind,
+                status: Int? = nil, reason: String? = nil, error: String? = nil, messageID: String? = nil,
+                unregisteredAt: String? = nil, duplicateOf: Int? = nil, attempts: Int = 0,
+                latencyMilliseconds: Double? = nil) {
+        self.init(row: row, id: id, token: PackedText(token), provider: provider, outcome: outcome, status: status,
+                  reason: reason, error: error, messageID: messageID.map(PackedText.init), unregisteredAt: unregisteredAt,
+                  duplicateOf: duplicateOf, attempts: attempts, latencyMilliseconds: latencyMilliseconds)
+    }
+
     private static let idOffset = MemoryLayout<OutcomeRecord>.offset(of: \OutcomeRecord.id)!
 
-    /// Starts loading the storage of the record's token, message id and id (what its results
-    /// line reads), without copying the record or its strings (`Prefetch.stringStorage`).
+    /// Starts loading the storage of the record's id (what its results line reads besides the
+    /// record itself), without copying the record or its strings (`Prefetch.stringStorage`).
     @inline(__always)
     static func prefetchStrings(of record: UnsafePointer<OutcomeRecord>) {
-        Prefetch.storages(from: UnsafeRawPointer(record), strings: (tokenOffset, messageIDOffset, idOffset))
+        Prefetch.storages(from: UnsafeRawPointer(record), strings: (idOffset, -1, -1))
     }
 
     /// Holds no buffers: what a record moved out of an array leaves behind.
-    public static let placeholder = OutcomeRecord(row: 0, id: nil, token: "", provider: nil, outcome: .invalid)
+    public static let placeholder = OutcomeRecord(row: 0, id: nil, token: PackedText.empty, provider: nil, outcome: .invalid)
 
     /// Rows the owner should delete from their table: dead tokens, and tokens that are not tokens.
     public var belongsInPruneFile: Bool {
@@ -105,4 +113,25 @@ public enum OutcomeReason {
     public static let interruptedInFlight = "InterruptedInFlight"
     public static let credentialRejected = "CredentialRejected"
     public static let internalError = "InternalError"
+}
+
+/// A notification or outcome that keeps its token and message id packed (`PackedText`), read
+/// and written as text through `token` and `messageID` off the hot path.
+public protocol PackedTokenAndID {
+    var packedToken: PackedText { get set }
+    var packedMessageID: PackedText? { get set }
+}
+
+extension PackedTokenAndID {
+    /// The token as text.
+    public var token: String {
+        get { packedToken.string }
+        set { packedToken = PackedText(newValue) }
+    }
+
+    /// The message id as text.
+    public var messageID: String? {
+        get { packedMessageID?.string }
+        set { packedMessageID = newValue.map(PackedText.init) }
+    }
 }

@@ -95,8 +95,6 @@ public final class APNsAdapter: ProviderAdapter {
     /// The credential generation the request's fixed headers carry: per request only apns-id
     /// changes, in place, so no header array is built per request.
     private var headersGeneration: UInt64 = .max
-    /// Whether the notification being sent had an apns-id of its own (`restore` puts it back).
-    private var lentMessageID = false
 
     public init(settings: APNsSendSettings) {
         self.settings = settings
@@ -127,22 +125,20 @@ public final class APNsAdapter: ProviderAdapter {
             // the only header left to change per request.
             let all = settings.headers.headers(authorization: bearer?.authorization, apnsID: "")
             request.pointee.fixedHeaders = HTTP2HeaderTemplate(all.filter { $0.name != "apns-id" })
-            request.pointee.headers = all.filter { $0.name == "apns-id" }
+            request.pointee.headers = []
+            let id = all.first { $0.name == "apns-id" }!
+            request.pointee.packedHeader = HTTP2PackedHeader(name: id.name, value: .empty, neverIndexed: id.neverIndexed)
             headersGeneration = generation
         }
-        lentMessageID = n.pointee.messageID != nil
-        request.pointee.headers[0].value = n.pointee.messageID.take() ?? ""
-        swap(&request.pointee.pathSuffix, &n.pointee.token)
+        // The token and apns-id stay packed: the session formats them into the header block.
+        request.pointee.packedHeader.value = n.pointee.packedMessageID ?? .empty
+        request.pointee.packedPathSuffix = n.pointee.packedToken
         swap(&request.pointee.body, &n.pointee.payload)
         return generation
     }
 
     public func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into n: UnsafeMutablePointer<PreparedNotification>) {
-        swap(&request.pointee.pathSuffix, &n.pointee.token)
         swap(&request.pointee.body, &n.pointee.payload)
-        var messageID = ""
-        swap(&messageID, &request.pointee.headers[0].value)
-        if lentMessageID { n.pointee.messageID = messageID }
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {

@@ -53,12 +53,12 @@ public protocol NotificationRenderer: AnyObject {
     /// The most bytes a body may have, and what the body is called in the error for a larger one.
     var bodyBytesMax: Int { get }
     var bodyName: String { get }
-    /// Renders the body for `token` (normalised) and the row's fields into `buffer` (emptied
-    /// first by the caller); returns the body's size, which may exceed `bodyBytesMax`.
-    func render(token: String, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int
+    /// Renders the body for `token` (normalised, UTF-8) and the row's fields into `buffer`
+    /// (emptied first by the caller); returns the body's size, which may exceed `bodyBytesMax`.
+    func render(token: UnsafeRawBufferPointer, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int
     /// The id the request carries and the results record before any answer (APNs: the apns-id
     /// derived from campaign and token), or nil.
-    func notificationID(token: String) -> String?
+    func notificationID(token: UnsafeRawBufferPointer) -> PackedText?
 }
 
 /// The providers a command knows, in the order they are listed and reported. Tables by
@@ -164,10 +164,10 @@ public struct APNsRendering: ProviderRendering {
         }
         var bodyBytesMax: Int { rendering.payloadBytesMax }
         var bodyName: String { "payload" }
-        func render(token: String, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int {
+        func render(token: UnsafeRawBufferPointer, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int {
             rendering.template.render(into: &buffer, value: field)
         }
-        func notificationID(token: String) -> String? { ids.derive(token: token) }
+        func notificationID(token: UnsafeRawBufferPointer) -> PackedText? { ids.derivePacked(token: token) }
     }
 }
 
@@ -182,10 +182,9 @@ public struct FCMRendering: ProviderRendering {
         init(_ template: FCMMessageTemplate) { self.template = template }
         var bodyBytesMax: Int { FCMMessageTemplate.messageBytesMax }
         var bodyName: String { "FCM message" }
-        func render(token: String, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int {
-            var token = token
-            return token.withUTF8 { bytes in template.render(token: UnsafeRawBufferPointer(bytes), into: &buffer, value: field) }
+        func render(token: UnsafeRawBufferPointer, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int {
+            template.render(token: token, into: &buffer, value: field)
         }
-        func notificationID(token: String) -> String? { nil }
+        func notificationID(token: UnsafeRawBufferPointer) -> PackedText? { nil }
     }
 }

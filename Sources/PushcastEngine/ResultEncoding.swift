@@ -114,7 +114,7 @@ public enum ResultEncoding {
         appendLiteral(",\"id\":", to: &out)
         appendJSONString(r.id, to: &out)
         appendLiteral(",\"token\":", to: &out)
-        appendJSONString(r.token, to: &out)
+        appendJSONString(r.packedToken, to: &out)
         appendLiteral(",\"provider\":", to: &out)
         appendJSONString(r.provider?.rawValue, to: &out)
         appendLiteral(",\"outcome\":\"", to: &out)
@@ -150,7 +150,7 @@ public enum ResultEncoding {
             out.append(0x2C)
             appendJSONString(field, to: &out)
             out.append(0x3A)
-            appendJSONString(index == own ? r.messageID : nil, to: &out)
+            appendJSONString(index == own ? r.packedMessageID : nil, to: &out)
         }
     }
 
@@ -159,7 +159,7 @@ public enum ResultEncoding {
         out.append(0x2C)
         appendCSVField(r.id, to: &out)
         out.append(0x2C)
-        appendCSVField(r.token, to: &out)
+        appendCSVField(r.packedToken, to: &out)
         out.append(0x2C)
         appendCSVField(r.provider?.rawValue, to: &out)
         out.append(0x2C)
@@ -172,7 +172,7 @@ public enum ResultEncoding {
         out.append(0x2C)
         let own = columns.field(of: r.provider)
         for index in columns.fields.indices {
-            if index == own { appendCSVField(r.messageID, to: &out) }
+            if index == own { appendCSVField(r.packedMessageID, to: &out) }
             out.append(0x2C)
         }
         appendCSVField(r.unregisteredAt, to: &out)
@@ -189,7 +189,7 @@ public enum ResultEncoding {
 
     /// Appends one prune line (`token,provider,reason,unregistered_at,id`).
     public static func appendPruneLine<Sink: ByteSink>(_ r: OutcomeRecord, to out: inout Sink) {
-        appendCSVField(r.token, to: &out)
+        appendCSVField(r.packedToken, to: &out)
         out.append(0x2C)
         appendCSVField(r.provider?.rawValue, to: &out)
         out.append(0x2C)
@@ -269,6 +269,31 @@ public enum ResultEncoding {
             }
         }
         out.append(0x22)
+    }
+
+    /// A packed token or apns-id is hex digits and dashes: nothing to escape.
+    static func appendJSONString<Sink: ByteSink>(_ value: PackedText?, to out: inout Sink) {
+        guard let value else {
+            appendLiteral("null", to: &out)
+            return
+        }
+        guard value.isPacked else {
+            appendJSONString(value.string, to: &out)
+            return
+        }
+        out.append(0x22)
+        value.withUTF8 { out.append(bytes: $0.assumingMemoryBound(to: UInt8.self)) }
+        out.append(0x22)
+    }
+
+    /// A packed text never needs quotes in CSV.
+    static func appendCSVField<Sink: ByteSink>(_ value: PackedText?, to out: inout Sink) {
+        guard let value else { return }
+        guard value.isPacked else {
+            appendCSVField(value.string, to: &out)
+            return
+        }
+        value.withUTF8 { out.append(bytes: $0.assumingMemoryBound(to: UInt8.self)) }
     }
 
     /// The string's UTF-8 bytes, read in place (a native string is contiguous; `withUTF8` would

@@ -4,14 +4,16 @@ import PushcastInput
 import PushcastJSON
 
 /// One notification ready to send: everything the worker needs, computed once on the reader side.
-public struct PreparedNotification: Sendable {
+public struct PreparedNotification: Sendable, PackedTokenAndID {
     public var row: Int
     public var id: String?
-    /// The token as sent: APNs's normalised hex, or FCM's opaque token, trimmed.
-    public var token: String
-    /// The id the request carries (APNs: the apns-id derived from campaign and token); nil for
-    /// providers without one. Becomes the outcome's `messageID` unless the answer names another.
-    public var messageID: String?
+    /// The token as sent (APNs's normalised hex, or FCM's opaque token, trimmed), packed: an
+    /// APNs token is its 32 bytes, no String (`PackedText`).
+    public var packedToken: PackedText
+    /// The id the request carries (APNs: the apns-id derived from campaign and token, packed);
+    /// nil for providers without one. Becomes the outcome's message id unless the answer names
+    /// another.
+    public var packedMessageID: PackedText?
     /// The request body: the APNs payload, or FCM's `{"message":{…}}`.
     public var payload: [UInt8]
     public var provider: ProviderID
@@ -26,29 +28,32 @@ public struct PreparedNotification: Sendable {
     /// When the first attempt was handed out (monotonic ns), for latency.
     public var firstSentNanoseconds: UInt64 = 0
 
-    public init(row: Int, id: String?, token: String, messageID: String?, payload: [UInt8], provider: ProviderID = .apns) {
+    public init(row: Int, id: String?, token: PackedText, messageID: PackedText?, payload: [UInt8], provider: ProviderID = .apns) {
         self.provider = provider
         self.row = row
         self.id = id
-        self.token = token
-        self.messageID = messageID
+        packedToken = token
+        packedMessageID = messageID
         self.payload = payload
+    }
+
+    public init(row: Int, id: String?, token: String, messageID: String?, payload: [UInt8], provider: ProviderID = .apns) {
+        self.init(row: row, id: id, token: PackedText(token), messageID: messageID.map(PackedText.init), payload: payload, provider: provider)
     }
 
     /// What a free slot of a send loop holds: no buffers of its own, so moving one in or out
     /// costs nothing.
-    public static let vacant = PreparedNotification(row: 0, id: nil, token: "", messageID: nil, payload: [])
+    public static let vacant = PreparedNotification(row: 0, id: nil, token: PackedText.empty, messageID: nil, payload: [])
 
     /// Where `payload` sits in the struct (a prefetch hint reads its storage address in place).
     static let payloadOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.payload)!
-    private static let tokenOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.token)!
-    private static let messageIDOffset = MemoryLayout<PreparedNotification>.offset(of: \PreparedNotification.messageID)!
 
-    /// Starts loading the token, apns-id and body that the request will be built from: the
-    /// reader thread wrote them, so on the worker they are in another core's cache.
+    /// Starts loading the body that the request will be built from: the reader thread wrote it,
+    /// so on the worker it is in another core's cache. (A packed token and apns-id lie in the
+    /// notification itself.)
     @inline(__always)
     static func prefetchBuffers(of notification: UnsafePointer<PreparedNotification>) {
-        Prefetch.storages(from: UnsafeRawPointer(notification), strings: (tokenOffset, messageIDOffset, -1), array: payloadOffset)
+        Prefetch.storages(from: UnsafeRawPointer(notification), strings: (-1, -1, -1), array: payloadOffset)
     }
 
     /// Data rows are numbered from 1, so row 0 marks the vacant notification.
@@ -266,7 +271,7 @@ public struct RowPreparer {
                 guard shard.owns(keyHash: tokenShardHash(provider)) else { return .skipped }
                 id = rowID(view)
             }
-            let token = String(decoding: tokenBytes, as: UTF8.self)
+            let token = tokenBytes.withUnsafeBytes { PackedText(utf8: $0) }
             if let duplicates {
                 makeKey(provider)
                 if let firstRow = key.withUnsafeBytes({ duplicates.insert($0, row: view.row) }) {
@@ -379,17 +384,18 @@ public struct RowPreparer {
         return .valid(id: wantID ? rowID() : nil, provider: provider)
     }
 
-    /// `consuming` id and token: they move into the notification instead of being copied.
-    private mutating func render(_ view: RowView, id: consuming String?, provider: ProviderID, token: consuming String) -> PreparedRow {
+    /// `consuming` id and token: they move into the notification instead of being copied. The
+    /// token's bytes are still in `tokenBytes`.
+    private mutating func render(_ view: RowView, id: consuming String?, provider: ProviderID, token: consuming PackedText) -> PreparedRow {
         guard let renderer = renderers[provider.position] else { preconditionFailure("\(provider) rows routed without a rendering") }
         payload.removeAll(keepingCapacity: true)
-        let size = renderer.render(token: token, into: &payload) { view.field($0) }
+        let size = tokenBytes.withUnsafeBytes { tokenUTF8 in renderer.render(token: tokenUTF8, into: &payload) { view.field($0) } }
         guard size <= renderer.bodyBytesMax else {
             return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .invalid,
                                            reason: OutcomeReason.payloadTooLarge,
                                            error: problem(view, field: nil, "\(renderer.bodyName) is \(size) bytes; the limit is \(renderer.bodyBytesMax)")))
         }
-        let messageID = renderer.notificationID(token: token)
+        let messageID = tokenBytes.withUnsafeBytes { renderer.notificationID(token: $0) }
         // Exactly the body's bytes: Array(payload) would keep the render buffer's 8 KiB capacity
         // in every in-flight notification (massif: 7 KB each, 25 MB at 4 x 250 streams). A
         // reused array holds at most about twice the body (`PayloadPool`).

@@ -425,6 +425,14 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         _ = gauge.retries.add(1, ordering: .relaxed)
     }
 
+    /// Whether the answer names no id, or the request's own.
+    @inline(__always)
+    private static func isOwn(_ answered: String?, _ own: PackedText?) -> Bool {
+        guard var answered else { return true }
+        guard let own else { return false }
+        return answered.withUTF8 { own.equals(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
     /// `n` has been taken out of the slab; its slot is free again. Its strings move into the
     /// outcome record by swaps (no retain or release); the rest of it dies with the caller.
     private func finish(_ index: Int, _ n: inout PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
@@ -434,15 +442,15 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         // goes back to the reader's thread, which made it and frees it there, and the answer's
         // copy, made on this thread, is freed here (freeing another thread's block takes that
         // thread's malloc arena lock once this thread's small cache of 7 blocks is full).
-        let ownID = messageID == nil || messageID == n.messageID
-        outbox.append(OutcomeRecord(row: n.row, id: nil, token: "", provider: adapter.provider, outcome: outcome,
-                                    status: status, reason: reason, messageID: ownID ? nil : messageID,
+        let ownID = Self.isOwn(messageID, n.packedMessageID)
+        outbox.append(OutcomeRecord(row: n.row, id: nil, token: PackedText.empty, provider: adapter.provider, outcome: outcome,
+                                    status: status, reason: reason, messageID: ownID ? nil : messageID.map(PackedText.init),
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
         outbox.withUnsafeMutableBufferPointer { records in
             let record = records.baseAddress! + (records.count - 1)
             swap(&record.pointee.id, &n.id)
-            swap(&record.pointee.token, &n.token)
-            if ownID { swap(&record.pointee.messageID, &n.messageID) }
+            swap(&record.pointee.packedToken, &n.packedToken)
+            if ownID { swap(&record.pointee.packedMessageID, &n.packedMessageID) }
         }
         var body: [UInt8] = []
         swap(&body, &n.payload)

@@ -365,7 +365,8 @@ public final class HTTP2ClientSession {
     private static let schemeOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.scheme)!
     private static let authorityOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.authority)!
     private static let pathOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.path)!
-    private static let pathSuffixOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.pathSuffix)!
+    private static let pathSuffixOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.packedPathSuffix)!
+    private static let packedHeaderOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.packedHeader)!
     private static let fixedHeadersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.fixedHeaders)!
     private static let headersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.headers)!
 
@@ -377,7 +378,7 @@ public final class HTTP2ClientSession {
         headerBlock.append(.method, at: field(Self.methodOffset))
         headerBlock.append(.scheme, at: field(Self.schemeOffset))
         headerBlock.append(.authority, at: field(Self.authorityOffset))
-        headerBlock.append(.path, at: field(Self.pathOffset), suffixAt: field(Self.pathSuffixOffset))
+        headerBlock.append(.path, at: field(Self.pathOffset), suffixAt: (raw + Self.pathSuffixOffset).assumingMemoryBound(to: PackedText.self))
         // The template and the header array are read where they lie, unretained: the request
         // owns them for the whole call, and a retain here is an atomic write per request to
         // memory the adapter's thread also touches (perf: 0.9 % of the client).
@@ -393,6 +394,8 @@ public final class HTTP2ClientSession {
         (raw + Self.headersOffset).assumingMemoryBound(to: [HTTP2Header].self).pointee.withUnsafeBufferPointer { headers in
             for i in headers.indices { headerBlock.append(headerAt: headers.baseAddress! + i) }
         }
+        let packed = (raw + Self.packedHeaderOffset).assumingMemoryBound(to: HTTP2PackedHeader.self)
+        if packed.pointee.isPresent { headerBlock.append(packedHeaderAt: packed) }
         useLiterals(slot: slot, ownFields: ownFields)
         if credentialField >= 0, let fixed { fixed._withUnsafeGuaranteedRef { useCredentialLiteral($0, field: credentialField) } }
         return headerBlock.finish()

@@ -3,6 +3,7 @@
 // the nghttp2 constants as the integer types the C callbacks use.
 
 import CNGHTTP2
+import PushcastCore
 
 // MARK: - nghttp2 constants, typed for the callbacks
 
@@ -174,9 +175,9 @@ final class HTTP2HeaderBlockBuilder {
     /// new String). Both are read in place through the pointers: passing a String by value
     /// retains it, an atomic write to a String that another thread may have allocated and will
     /// free (perf: 2 % of the client at 8 x 1000 streams).
-    func append(_ pseudo: HTTP2PseudoHeader, at value: UnsafePointer<String>, suffixAt suffix: UnsafePointer<String>? = nil) {
+    func append(_ pseudo: HTTP2PseudoHeader, at value: UnsafePointer<String>, suffixAt suffix: UnsafePointer<PackedText>? = nil) {
         let valueStart = copy(at: value)
-        if let suffix { _ = copy(at: suffix) }
+        if let suffix { copy(suffix.pointee) }
         let name = pseudoNames + pseudoOffsets[pseudo.rawValue]
         add(name: name, nameLength: pseudoLengths[pseudo.rawValue], value: valueStart, valueLength: bytesUsed - valueStart,
             flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
@@ -230,12 +231,37 @@ final class HTTP2HeaderBlockBuilder {
         let nameStart = copy(at: (raw + Self.headerNameOffset).assumingMemoryBound(to: String.self))
         let nameLength = bytesUsed - nameStart
         let valueStart = copy(at: (raw + Self.headerValueOffset).assumingMemoryBound(to: String.self))
+        addRegular(nameStart: nameStart, nameLength: nameLength, valueStart: valueStart, neverIndexed: header.pointee.neverIndexed)
+    }
+
+    /// A packed header, its name read in place and its value formatted into the block.
+    func append(packedHeaderAt header: UnsafePointer<HTTP2PackedHeader>) {
+        let raw = UnsafeRawPointer(header)
+        let nameStart = copy(at: (raw + Self.packedNameOffset).assumingMemoryBound(to: String.self))
+        let nameLength = bytesUsed - nameStart
+        let valueStart = bytesUsed
+        copy(header.pointee.value)
+        addRegular(nameStart: nameStart, nameLength: nameLength, valueStart: valueStart, neverIndexed: header.pointee.neverIndexed)
+    }
+
+    /// A regular field whose name and value were just copied (the value ends at `bytesUsed`).
+    @inline(__always)
+    private func addRegular(nameStart: Int, nameLength: Int, valueStart: Int, neverIndexed: Bool) {
         if count == fieldCapacity { growFields(to: count + 1) }
         fields[count] = nghttp2_nv(
             name: bytes + nameStart, value: bytes + valueStart,
             namelen: nameLength, valuelen: bytesUsed - valueStart,
-            flags: header.pointee.neverIndexed ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : NG.flagNone)
+            flags: neverIndexed ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : NG.flagNone)
         count += 1
+    }
+
+    private static let packedNameOffset = MemoryLayout<HTTP2PackedHeader>.offset(of: \HTTP2PackedHeader.name)!
+
+    /// Appends a packed text's bytes after what is there.
+    @inline(__always)
+    private func copy(_ text: PackedText) {
+        let start = bytesUsed
+        text.withUTF8 { copy($0.assumingMemoryBound(to: UInt8.self), at: start) }
     }
 
     private static let headerNameOffset = MemoryLayout<HTTP2Header>.offset(of: \HTTP2Header.name)!

@@ -2,6 +2,7 @@
 // HTTP2ServerSession). Everything here is a plain value: the sessions record these as events
 // while nghttp2 runs, and the caller drains them afterwards (docs/DESIGN.md §2.3).
 
+import PushcastCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -35,8 +36,14 @@ public struct HTTP2Request: Sendable {
     public var authority: String
     public var path: String
     /// Sent right after `path` in `:path`: a per-request part (a device token) that is not joined
-    /// to a fixed prefix in a new String for every request.
-    public var pathSuffix: String
+    /// to a fixed prefix in a new String for every request. Packed: an APNs token is its 32
+    /// bytes, formatted straight into the header block (no String per request).
+    public var packedPathSuffix: PackedText
+    /// `packedPathSuffix` as text.
+    public var pathSuffix: String {
+        get { packedPathSuffix.string }
+        set { packedPathSuffix = PackedText(newValue) }
+    }
     /// The whole `:path` as sent.
     public var fullPath: String { path + pathSuffix }
     /// Regular headers that many requests share (a campaign's fixed headers and its bearer
@@ -44,19 +51,51 @@ public struct HTTP2Request: Sendable {
     public var fixedHeaders: HTTP2HeaderTemplate?
     /// Regular headers only (lowercase names); pseudo-headers come from the fields above.
     public var headers: [HTTP2Header]
+    /// One more regular header, sent after `headers`, whose value changes with every request
+    /// and is kept packed (an apns-id as its 16 bytes); `HTTP2PackedHeader.absent` for none.
+    public var packedHeader: HTTP2PackedHeader = .absent
     public var body: [UInt8]
-    /// Every regular header as sent: `fixedHeaders`, then `headers`.
-    public var allHeaders: [HTTP2Header] { (fixedHeaders?.headers ?? []) + headers }
+    /// Every regular header as sent: `fixedHeaders`, then `headers`, then `packedHeader`.
+    public var allHeaders: [HTTP2Header] {
+        (fixedHeaders?.headers ?? []) + headers
+            + (packedHeader.isPresent ? [HTTP2Header(packedHeader.name, packedHeader.value.string, neverIndexed: packedHeader.neverIndexed)] : [])
+    }
 
     public init(authority: String, path: String, pathSuffix: String = "", headers: [HTTP2Header] = [], body: [UInt8] = [],
                 method: String = "POST") {
         self.method = method
         self.authority = authority
         self.path = path
-        self.pathSuffix = pathSuffix
+        packedPathSuffix = PackedText(pathSuffix)
         self.headers = headers
         self.body = body
     }
+}
+
+/// A request header whose value is a `PackedText` (`HTTP2Request.packedHeader`).
+public struct HTTP2PackedHeader: Sendable {
+    public var name: String
+    public var value: PackedText
+    public var neverIndexed: Bool
+    /// False only for `absent`.
+    public let isPresent: Bool
+
+    public init(name: String, value: PackedText, neverIndexed: Bool = false) {
+        self.name = name
+        self.value = value
+        self.neverIndexed = neverIndexed
+        isPresent = true
+    }
+
+    private init() {
+        name = ""
+        value = .empty
+        neverIndexed = false
+        isPresent = false
+    }
+
+    /// No header.
+    public static let absent = HTTP2PackedHeader()
 }
 
 /// A complete response as the client session saw it.

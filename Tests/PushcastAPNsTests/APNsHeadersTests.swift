@@ -1,5 +1,6 @@
 import COpenSSL
 import PushcastAPNs
+import PushcastCore
 import PushcastWire
 import XCTest
 
@@ -117,6 +118,10 @@ final class APNsHeadersTests: XCTestCase {
                 let hex = String(repeating: "0123456789abcdef", count: 13).prefix(length)
                 XCTAssertEqual(generator.derive(token: String(hex)), APNsID.derive(campaign: campaign, token: String(hex)),
                                "campaign of \(campaign.utf8.count) bytes, token of \(length)")
+                // The packed id (its 16 bytes, version and variant set the same way) is the same text.
+                let packed = Array(hex.utf8).withUnsafeBytes { generator.derivePacked(token: $0) }
+                XCTAssertTrue(packed.isPacked)
+                XCTAssertEqual(packed.string, APNsID.derive(campaign: campaign, token: String(hex)))
             }
         }
     }

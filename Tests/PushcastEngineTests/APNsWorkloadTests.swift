@@ -79,16 +79,16 @@ final class APNsWorkloadTests: XCTestCase {
         XCTAssertTrue(rig.workload.isExhausted)
     }
 
-    /// The request borrows the notification's token, apns-id and body while it is handed over
-    /// (`ProviderAdapter.prepare` and `restore`): a resend carries them again, and the outcome
-    /// records them, exactly as they were.
+    /// The request borrows the notification's body while it is handed over, and copies its packed
+    /// token and apns-id (`ProviderAdapter.prepare` and `restore`): a resend carries them again,
+    /// and the outcome records them, exactly as they were.
     func testLentBuffersComeBackForResendsAndTheOutcome() throws {
         let rig = try Rig()
         rig.feed(2)
         var sent: [(tag: UInt64, path: String, id: String?, body: [UInt8])] = []
         func submitOne() {
             _ = rig.workload.submitNext { request, tag in
-                sent.append((tag, request.pointee.fullPath, request.pointee.headers.first { $0.name == "apns-id" }?.value,
+                sent.append((tag, request.pointee.fullPath, request.pointee.allHeaders.first { $0.name == "apns-id" }?.value,
                              request.pointee.body))
             }
         }

@@ -59,13 +59,15 @@ final class PayloadPoolTests: XCTestCase {
     }
 
     func testThePoolKeepsAtMostKeptMax() {
-        let pool = PayloadPool()
-        var returned = (0..<(PayloadPool.keptMax + 10)).map { _ in [UInt8](repeating: 0, count: 64) }
-        pool.give(&returned)
-        XCTAssertEqual(pool.count, PayloadPool.keptMax)
-        XCTAssertTrue(returned.isEmpty)
-        var more = [[UInt8](repeating: 0, count: 64)]
-        pool.give(&more)
-        XCTAssertEqual(pool.count, PayloadPool.keptMax)
+        for pool in [PayloadPool(), PayloadPool(keptMax: 10)] {
+            var returned = (0..<(pool.keptMax + 10)).map { _ in [UInt8](repeating: 0, count: 64) }
+            pool.give(&returned)
+            XCTAssertEqual(pool.count, pool.keptMax)
+            XCTAssertTrue(returned.isEmpty)
+            var more = [[UInt8](repeating: 0, count: 64)]
+            pool.give(&more)
+            XCTAssertEqual(pool.count, pool.keptMax)
+        }
+        XCTAssertEqual(PayloadPool().keptMax, PayloadPool.keptMaxDefault)
     }
 }

@@ -44,15 +44,15 @@ struct StubRendering: ProviderRendering {
         init(_ template: PayloadTemplate) { self.template = template }
         var bodyBytesMax: Int { 256 }
         var bodyName: String { "stub body" }
-        func render(token: String, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int {
+        func render(token: UnsafeRawBufferPointer, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int {
             buffer.append(contentsOf: #"{"to":""#.utf8)
-            buffer.append(contentsOf: token.utf8)
+            buffer.append(contentsOf: token)
             buffer.append(contentsOf: #"","msg":"#.utf8)
             _ = template.render(into: &buffer, value: field)
             buffer.append(UInt8(ascii: "}"))
             return buffer.count
         }
-        func notificationID(token: String) -> String? { nil }
+        func notificationID(token: UnsafeRawBufferPointer) -> PackedText? { nil }
     }
 }
 

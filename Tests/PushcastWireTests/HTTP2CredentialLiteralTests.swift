@@ -105,8 +105,18 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
             // Every third request is short: its values stay with nghttp2's encoding.
             let long = n % 3 != 0
             request.pathSuffix = long ? token(n) : String(n)
-            request.headers = [HTTP2Header("apns-id", long ? apnsID(n) : "id-\(n)", neverIndexed: true),
-                               HTTP2Header("apns-collapse-id", "collapse-\(n)-of-the-campaign")]
+            // Every other request carries its apns-id packed (`packedHeader`, after `headers`), as
+            // the APNs adapter does: the same text must reach the inflater.
+            if n % 2 == 0 {
+                request.headers = [HTTP2Header("apns-collapse-id", "collapse-\(n)-of-the-campaign")]
+                request.packedHeader = HTTP2PackedHeader(name: "apns-id", value: PackedText(long ? apnsID(n) : "id-\(n)"), neverIndexed: true)
+                XCTAssertEqual(request.packedHeader.value.isPacked, long)
+                XCTAssertEqual(request.packedPathSuffix.isPacked, long)
+            } else {
+                request.headers = [HTTP2Header("apns-id", long ? apnsID(n) : "id-\(n)", neverIndexed: true),
+                                   HTTP2Header("apns-collapse-id", "collapse-\(n)-of-the-campaign")]
+                request.packedHeader = .absent
+            }
             XCTAssertNotNil(pair.client.submit(request, tag: UInt64(n)))
             expected.append(bearer(n / 20))
             // Drain now and then only, so frames of several credentials wait together.
@@ -176,7 +186,13 @@ final class HTTP2CredentialLiteralTests: XCTestCase {
             // A never-indexed template value "~a" (the first literal's placeholder) every tenth
             // request: taken for a placeholder, it would end the connection.
             request.fixedHeaders = n % 10 == 0 ? HTTP2HeaderTemplate([HTTP2Header("x-mark", "~a", neverIndexed: true)]) : nil
-            request.headers = [HTTP2Header("apns-id", apnsID(n), neverIndexed: true)]
+            if n % 2 == 0 {
+                request.headers = []
+                request.packedHeader = HTTP2PackedHeader(name: "apns-id", value: PackedText(apnsID(n)), neverIndexed: true)
+            } else {
+                request.headers = [HTTP2Header("apns-id", apnsID(n), neverIndexed: true)]
+                request.packedHeader = .absent
+            }
             XCTAssertNotNil(pair.client.submit(request, tag: UInt64(n)))
             if n % 7 == 6 { try pair.pump() }
         }
