@@ -95,6 +95,8 @@ public final class APNsAdapter: ProviderAdapter {
     /// The credential generation the request's fixed headers carry: per request only apns-id
     /// changes, in place, so no header array is built per request.
     private var headersGeneration: UInt64 = .max
+    /// Whether the notification being sent had an apns-id of its own (`restore` gives it back).
+    private var lentMessageID = false
 
     public init(settings: APNsSendSettings) {
         self.settings = settings
@@ -130,15 +132,23 @@ public final class APNsAdapter: ProviderAdapter {
             request.pointee.packedHeader = HTTP2PackedHeader(name: id.name, value: .empty, neverIndexed: id.neverIndexed)
             headersGeneration = generation
         }
-        // The token and apns-id stay packed: the session formats them into the header block.
-        request.pointee.packedHeader.value = n.pointee.packedMessageID ?? .empty
-        request.pointee.packedPathSuffix = n.pointee.packedToken
+        // The token and apns-id stay packed (the session formats them into the header block);
+        // they are lent by swaps like the body, which copies no bits beyond the values themselves.
+        lentMessageID = n.pointee.packedMessageID != nil
+        if lentMessageID {
+            swap(&request.pointee.packedHeader.value, &n.pointee.packedMessageID!)
+        } else {
+            request.pointee.packedHeader.value = .empty
+        }
+        swap(&request.pointee.packedPathSuffix, &n.pointee.packedToken)
         swap(&request.pointee.body, &n.pointee.payload)
         return generation
     }
 
     public func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into n: UnsafeMutablePointer<PreparedNotification>) {
+        swap(&request.pointee.packedPathSuffix, &n.pointee.packedToken)
         swap(&request.pointee.body, &n.pointee.payload)
+        if lentMessageID { swap(&request.pointee.packedHeader.value, &n.pointee.packedMessageID!) }
     }
 
     public func classify(_ response: HTTP2Response) -> ProviderAnswer {
