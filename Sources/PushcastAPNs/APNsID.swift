@@ -4,7 +4,6 @@
 
 import COpenSSL
 import PushcastCore
-import PushcastJSON
 
 public enum APNsID {
     /// The UUID for one (campaign, token) pair: the first 16 bytes of
@@ -40,32 +39,16 @@ public enum APNsID {
                 precondition(ok == 1 && size == 32, "SHA-256 failed")
             }
         }
-        return uuid(fromDigest: &digest)
+        return uuid(fromDigest: digest).string
     }
 
-    static func uuid(fromDigest digest: inout (UInt64, UInt64, UInt64, UInt64)) -> String {
-        withUnsafeMutableBytes(of: &digest) { bytes in
-            bytes[6] = (bytes[6] & 0x0F) | 0x50  // version 5
-            bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
-            return formatUUID(UnsafeRawBufferPointer(bytes))
-        }
-    }
-
-    /// Formats 16 bytes as a lower-case 8-4-4-4-12 UUID.
-    static func formatUUID(_ bytes: UnsafeRawBufferPointer) -> String {
-        String(unsafeUninitializedCapacity: 36) { output in
-            var written = 0
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    output[written] = UInt8(ascii: "-")
-                    written += 1
-                }
-                output[written] = hexDigit(bytes[index] >> 4)
-                output[written + 1] = hexDigit(bytes[index] & 0x0F)
-                written += 2
-            }
-            return written
-        }
+    /// The UUID of a digest's first 16 bytes, with the version nibble (byte 6) set to 5 and the
+    /// RFC 4122 variant bits (byte 8) to 10; packed (`PackedText`: the 16 bytes, no String).
+    static func uuid(fromDigest digest: (UInt64, UInt64, UInt64, UInt64)) -> PackedText {
+        // The digest's first byte is the UUID's first: big-endian words.
+        let high = (UInt64(bigEndian: digest.0) & ~0xF000) | 0x5000
+        let low = (UInt64(bigEndian: digest.1) & ~(0xC0 << 56)) | (0x80 << 56)
+        return PackedText(uuidBytes: high, low)
     }
 
     /// Whether `text` is a canonical lower-case UUID (8-4-4-4-12 hex), as APNs requires.
@@ -109,11 +92,7 @@ public final class APNsIDGenerator {
 
     /// The same value as `APNsID.derive(campaign:token:)`.
     public func derive(token: UnsafeRawBufferPointer) -> String {
-        var digest = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        withUnsafeMutableBytes(of: &digest) { out in
-            pushcast_sha256_finish(primed, token.baseAddress, token.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
-        }
-        return APNsID.uuid(fromDigest: &digest)
+        derivePacked(token: token).string
     }
 
     public func derive(token: String) -> String {
@@ -127,10 +106,6 @@ public final class APNsIDGenerator {
         withUnsafeMutableBytes(of: &digest) { out in
             pushcast_sha256_finish(primed, token.baseAddress, token.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
         }
-        // The digest's first byte is the UUID's first: big-endian words. Byte 6's high nibble is
-        // the version (5); byte 8's top two bits the RFC 4122 variant (10), as `uuid(fromDigest:)`.
-        let high = (UInt64(bigEndian: digest.0) & ~0xF000) | 0x5000
-        let low = (UInt64(bigEndian: digest.1) & ~(0xC0 << 56)) | (0x80 << 56)
-        return PackedText(uuidBytes: high, low)
+        return APNsID.uuid(fromDigest: digest)
     }
 }
