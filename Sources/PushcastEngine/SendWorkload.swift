@@ -433,15 +433,15 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         return answered.withUTF8 { own.equals(utf8: UnsafeRawBufferPointer($0)) }
     }
 
-    /// `n` has been taken out of the slab; its slot is free again. Its strings move into the
+    /// `n` has been taken out of the slab; its slot is free again. Its id, token and apns-id move into the
     /// outcome record by swaps (no retain or release); the rest of it dies with the caller.
     private func finish(_ index: Int, _ n: inout PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
                         messageID: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
-        // An answer that echoes the request's own id (APNs does) records the request's copy: it
-        // goes back to the reader's thread, which made it and frees it there, and the answer's
-        // copy, made on this thread, is freed here (freeing another thread's block takes that
-        // thread's malloc arena lock once this thread's small cache of 7 blocks is full).
+        // An answer that echoes the request's own id (APNs does) records the request's packed
+        // id, and the answer's String, made on this thread, is freed here (freeing it on the
+        // reader's thread would take this thread's malloc arena lock once the reader's small
+        // cache of 7 blocks is full).
         let ownID = Self.isOwn(messageID, n.packedMessageID)
         outbox.append(OutcomeRecord(row: n.row, id: nil, token: PackedText.empty, provider: adapter.provider, outcome: outcome,
                                     status: status, reason: reason, messageID: ownID ? nil : messageID.map(PackedText.init),
