@@ -127,6 +127,8 @@ public final class CampaignRun {
     public var durability: CampaignDurability?
     /// Follow the run as it goes (progress, metrics); `output.progress` adds the terminal line.
     public var observers: [CampaignObserver] = []
+    /// Read once at the end, into the summary's notes (a log stream that stopped taking writes).
+    public var notes: () -> [String] = { [] }
 
     public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, totalRows: Int?,
                 started: ((OutcomeChannel) -> Void)? = nil, log: @escaping (String) -> Void) {
@@ -185,6 +187,7 @@ public final class CampaignRun {
         summary.stoppedBecause = loop.interruptedBecause ?? outcomes.reasonForStop ?? failure?.description
         summary.interrupted = loop.interruptedBecause != nil || outcomes.stoppedResumably
         summary.identity = output.identity
+        summary.notes = notes()
         loop.showProgress(summary: summary, last: true)
         writeSummary(summary)
         return summary

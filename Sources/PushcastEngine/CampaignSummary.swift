@@ -61,6 +61,9 @@ public struct CampaignSummary: Sendable {
     public var wallSeconds = 0.0
     public var retries = 0
     public var stoppedBecause: String?
+    /// Things the run met that changed no outcome but that its owner should know (a log
+    /// pipe that went away); each said once.
+    public var notes: [String] = []
     /// The run stopped early and can be resumed (`send --resume`): a signal, a full disk, or a
     /// server that turned bad after answering. Exit status 3.
     public var interrupted = false
@@ -149,6 +152,7 @@ public struct CampaignSummary: Sendable {
                 }
             }
         }
+        for note in notes { lines.append("note: \(note)") }
         if let stoppedBecause { lines.append("stopped: \(stoppedBecause)") }
         return lines.joined(separator: "\n")
     }
@@ -214,6 +218,14 @@ public struct CampaignSummary: Sendable {
         ResultEncoding.appendJSONString(stoppedBecause, to: &out)
         out += ",\"interrupted\":".utf8
         out += (interrupted ? "true" : "false").utf8
+        if !notes.isEmpty {
+            out += ",\"notes\":[".utf8
+            for (i, note) in notes.enumerated() {
+                if i > 0 { out.append(0x2C) }
+                ResultEncoding.appendJSONString(note, to: &out)
+            }
+            out += "]".utf8
+        }
         out += ",\"exit_status\":".utf8
         ResultEncoding.appendInteger(Int(exitStatus), to: &out)
         out += "}\n".utf8

@@ -260,6 +260,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         switch failure {
         case .deadlineExceeded: reason = OutcomeReason.timeout
         case .reset: reason = OutcomeReason.streamReset
+        case .cutAfterResponse: reason = OutcomeReason.answerCut
         case .responseBodyTooLarge, .responseHeadersTooLarge: reason = OutcomeReason.responseTooLarge
         default: reason = OutcomeReason.connectionLost
         }

@@ -176,6 +176,9 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
     public var windowsWithheld = 0
     /// Open connections closed unanswered when the server turned bad (--misbehave-after).
     public var connectionsDropped = 0
+    /// Requests answered `:status 200` and then cut by RST_STREAM or GOAWAY (answer-then-refuse,
+    /// answer-then-goaway): each one is a request the client sent.
+    public var answersCut = 0
 
     public init() {}
 
@@ -194,6 +197,7 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
         case .trickleStarted: connectionsTrickled += 1
         case .windowWithheld: windowsWithheld += 1
         case .connectionDropped: connectionsDropped += 1
+        case .answerCut: answersCut += 1
         }
     }
 
@@ -209,13 +213,14 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
         connectionsTrickled += other.connectionsTrickled
         windowsWithheld += other.windowsWithheld
         connectionsDropped += other.connectionsDropped
+        answersCut += other.answersCut
     }
 
     public var json: String {
         "{\"streams_refused\":\(streamsRefused),\"streams_reset\":\(streamsReset),\"requests_ignored\":\(requestsIgnored),"
             + "\"goaways_sent\":\(goAwaysSent),\"connections_closed\":\(connectionsClosed),\"garbage_sent\":\(garbageSent),"
             + "\"huge_bodies_sent\":\(hugeBodiesSent),\"huge_headers_sent\":\(hugeHeadersSent),\"connections_trickled\":\(connectionsTrickled),"
-            + "\"windows_withheld\":\(windowsWithheld),\"connections_dropped\":\(connectionsDropped)}"
+            + "\"windows_withheld\":\(windowsWithheld),\"connections_dropped\":\(connectionsDropped),\"answers_cut\":\(answersCut)}"
     }
 }
 

@@ -111,7 +111,7 @@ public struct ConnectionBreaker {
         let lasting: Bool
         switch failure {
         case .refusedStream, .flowControlBlocked: lasting = true
-        case .reset, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge: lasting = false
+        case .reset, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge, .cutAfterResponse: lasting = false
         case .goAwayUnprocessed, .notSent, .connectionLost: return nil
         }
         failedStreamsInRow += 1
@@ -133,6 +133,7 @@ public struct ConnectionBreaker {
             what = "every response header block over \(Self.kibibytes(limits.responseHeaderBytesAccepted)) "
                 + "(Limits.responseHeaderBytesAccepted; streams reset)"
         case .flowControlBlocked: what = Self.windowNeverOpened + ": no request body could be sent"
+        case .cutAfterResponse: what = "every stream answered, then reset or dropped before the answer ended"
         default: what = "every stream failed"
         }
         return "\(endpoint): \(what), \(failedStreamsInRow) in a row with no answer"

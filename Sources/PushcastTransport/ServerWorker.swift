@@ -102,6 +102,12 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     /// SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE: request HEADERS arrive, their
     /// bodies can never follow, so no request completes and none is answered.
     case windowZero = "window-zero"
+    /// Every request gets response HEADERS `:status 200`, then RST_STREAM(REFUSED_STREAM): a
+    /// contradiction (a stream that got its status was processed) that proxies can produce.
+    case answerThenRefuse = "answer-then-refuse"
+    /// Every request gets response HEADERS `:status 200`; after each read's requests, GOAWAY with
+    /// last-stream-id 0 (claiming none was processed) and the connection closes.
+    case answerThenGoAway = "answer-then-goaway"
 
     /// The names `--misbehave` takes: every mode but `none`.
     public static var modeNames: [String] { allCases.filter { $0 != .none }.map(\.rawValue) }
@@ -111,7 +117,7 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     /// meets `--misbehave-after` is closed instead.
     var actsPerRequest: Bool {
         switch self {
-        case .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle: return true
+        case .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .answerThenRefuse, .answerThenGoAway: return true
         case .none, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .windowZero: return false
         }
     }
@@ -165,6 +171,8 @@ public enum ServerMisbehaviorAction: Sendable, Equatable {
     case trickleStarted
     /// A connection opened with a flow-control window of 0 (window-zero).
     case windowWithheld
+    /// A request answered `:status 200` and then cut (answer-then-refuse, answer-then-goaway).
+    case answerCut
     /// An open connection closed unanswered when the server turned bad (`--misbehave-after`
     /// with a mode that acts when a connection starts).
     case connectionDropped
@@ -419,7 +427,7 @@ public final class ServerWorker {
             }
             responder.misbehaved(.garbageSent, on: c.control)
             return true
-        case .none, .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .windowZero:
+        case .none, .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .windowZero, .answerThenRefuse, .answerThenGoAway:
             return true
         }
     }
@@ -431,6 +439,7 @@ public final class ServerWorker {
     private func drainEvents(_ c: Connection) {
         let session = c.channel.session
         var closed = false
+        var cutThisTurn = false
         session.takeEvents { event in
             switch event {
             case .request(let request):
@@ -455,12 +464,18 @@ public final class ServerWorker {
                     reply(c, to: request)
                 default:
                     misbehave(c, streamID: request.streamID)
+                    cutThisTurn = cutThisTurn || c.mode == .answerThenGoAway
                 }
             case .streamCancelled:
                 break
             case .closed:
                 closed = true
             }
+        }
+        if !closed && c.mode == .answerThenGoAway && cutThisTurn {
+            // Every stream above 0 "unprocessed", although each got its :status.
+            session.goAwayZeroAfterStatus(errorCode: HTTP2ServerSession.noErrorCode, debugData: "answer-then-goaway")
+            closed = true
         }
         if closed { closeAfterFlush(c) }
     }
@@ -494,6 +509,12 @@ public final class ServerWorker {
         case .hugeHeaders:
             session.respond(streamID: streamID, status: 200, headers: ServerMisbehavior.hugeHeaderList, body: [])
             responder.misbehaved(.hugeHeadersSent, on: c.control)
+        case .answerThenRefuse:
+            session.sendStatusOnly(streamID: streamID, status: 200, thenReset: HTTP2ServerSession.refusedStreamErrorCode)
+            responder.misbehaved(.answerCut, on: c.control)
+        case .answerThenGoAway:
+            session.sendStatusOnly(streamID: streamID, status: 200, thenReset: nil)
+            responder.misbehaved(.answerCut, on: c.control)
         case .none, .silent, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .trickle, .windowZero:
             responder.misbehaved(.requestIgnored, on: c.control)
         }

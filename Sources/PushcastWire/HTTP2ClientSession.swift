@@ -614,6 +614,7 @@ public final class HTTP2ClientSession {
     }
 
     private func failureForLostConnection(_ index: Int) -> HTTP2StreamFailure {
+        if let answered = answeredStatus(index) { return answered }
         let offset = slots[index].headersOutputOffset
         guard offset >= 0 && outputHandedOut > offset else { return .notSent }
         return bodyBlockedByFlowControl(index) ? .flowControlBlocked : .connectionLost
@@ -660,14 +661,21 @@ public final class HTTP2ClientSession {
         events.append(.closed)
     }
 
+    /// A stream that received its response's `:status` was processed, whatever the server says
+    /// of it afterwards: its failure, or nil when no HEADERS came.
+    private func answeredStatus(_ index: Int) -> HTTP2StreamFailure? {
+        slots[index].status == 0 ? nil : .cutAfterResponse(status: slots[index].status)
+    }
+
     /// Streams above a GOAWAY's last-stream-id were not processed (RFC 9113 §6.8), including
-    /// those still queued in nghttp2, which it would otherwise drop without a stream close.
+    /// those still queued in nghttp2, which it would otherwise drop without a stream close. One
+    /// that already got response HEADERS contradicts that, and is not safe to send again.
     private func failStreamsAbove(_ lastStreamID: Int32) {
         var index = oldestSlot
         while index >= 0 {
             let next = slots[index].next
             if slots[index].streamID > lastStreamID {
-                finish(index, .failed(tag: slots[index].tag, .goAwayUnprocessed))
+                finish(index, .failed(tag: slots[index].tag, answeredStatus(index) ?? .goAwayUnprocessed))
             }
             index = next
         }
@@ -810,7 +818,9 @@ public final class HTTP2ClientSession {
             return
         }
         let failure: HTTP2StreamFailure
-        if let last = goAwayLastStreamID, streamID > last {
+        if let answered = answeredStatus(index) {
+            failure = answered
+        } else if let last = goAwayLastStreamID, streamID > last {
             failure = .goAwayUnprocessed
         } else if errorCode == NG.refusedStream {
             failure = .refusedStream

@@ -54,6 +54,11 @@ public final class HTTP2ServerSession {
     /// a stream the GOAWAY calls unprocessed must never be processed (RFC 9113 §6.8).
     private var goAwayLastStreamID: Int32?
     private var closed = false
+    /// Hostile half answers (`sendStatusOnly`): what to send once their HEADERS are out. nghttp2
+    /// would drop a response HEADERS queued behind the stream's own RST_STREAM or a GOAWAY below
+    /// it, so these wait until `produce` has serialised everything queued.
+    private var cutsAfterStatus: [(streamID: Int32, errorCode: UInt32)] = []
+    private var goAwayAfterStatus: (errorCode: UInt32, debugData: String)?
     /// Recorded by the callbacks, moved out by `takeEvents` (no copy, no retain per event).
     private var events: HTTP2EventBuffer<HTTP2ServerEvent>
     private var drainingEvents: HTTP2EventBuffer<HTTP2ServerEvent>
@@ -162,7 +167,10 @@ public final class HTTP2ServerSession {
                 close()
                 return written
             }
-            guard n > 0, let chunk else { break }
+            guard n > 0, let chunk else {
+                submitCutsAfterStatus()
+                break
+            }
             let fits = min(n, buffer.count - written)
             (buffer.baseAddress! + written).copyMemory(from: chunk, byteCount: fits)
             written += fits
@@ -239,6 +247,41 @@ public final class HTTP2ServerSession {
             rv = nghttp2_submit_response(session, streamID, fields, count, &provider)
         }
         if rv != 0 { slots[index].state = .dropped }
+    }
+
+    /// A hostile half answer (a proxy that contradicts itself): response HEADERS with `:status`
+    /// and no END_STREAM, then, once they are out, RST_STREAM with `resetCode` when given. A
+    /// stream that is gone is ignored.
+    public func sendStatusOnly(streamID: Int32, status: Int, thenReset resetCode: UInt32?) {
+        guard !closed, let index = slotIndex(streamID: streamID), slots[index].state == .awaitingResponse else { return }
+        headerBlock.begin(fieldCount: 1, byteCount: 3)
+        headerBlock.appendStatus(status)
+        slots[index].state = .answered
+        if nghttp2_submit_headers(session, NG.flagNone, streamID, nil, headerBlock.fields, headerBlock.count, nil) < 0 {
+            slots[index].state = .dropped
+            return
+        }
+        if let resetCode { cutsAfterStatus.append((streamID, resetCode)) }
+    }
+
+    /// GOAWAY with last-stream-id 0, sent after the half answers queued so far are out (the
+    /// contradiction: answered streams declared unprocessed).
+    public func goAwayZeroAfterStatus(errorCode: UInt32, debugData: String) {
+        guard !closed else { return }
+        goAwayAfterStatus = (errorCode, debugData)
+    }
+
+    /// Everything queued has been serialised: the half answers' resets and GOAWAY go now.
+    private func submitCutsAfterStatus() {
+        for cut in cutsAfterStatus {
+            if let index = slotIndex(streamID: cut.streamID) { slots[index].state = .dropped }
+            nghttp2_submit_rst_stream(session, NG.flagNone, cut.streamID, cut.errorCode)
+        }
+        cutsAfterStatus.removeAll()
+        if let goAway = goAwayAfterStatus {
+            goAwayAfterStatus = nil
+            self.goAway(lastStreamID: 0, errorCode: goAway.errorCode, debugData: goAway.debugData)
+        }
     }
 
     /// RST_STREAM(REFUSED_STREAM): the client may retry elsewhere (RFC 9113 §8.7).

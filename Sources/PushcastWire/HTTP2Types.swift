@@ -149,6 +149,11 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
     /// WINDOW_UPDATE) until the deadline or the connection's end. The server has at most the
     /// HEADERS, without END_STREAM: an incomplete request it cannot have acted on.
     case flowControlBlocked
+    /// The server sent the response's HEADERS (`:status`) and then reset the stream or went
+    /// away before the answer ended. A stream that got its `:status` was processed, whatever a
+    /// later RST_STREAM(REFUSED_STREAM) or GOAWAY(last-stream-id below it) claims (a proxy or
+    /// load balancer can say both): its fate is unknown, and it is never sent again.
+    case cutAfterResponse(status: Int)
 
     /// What happened, in words, for a message.
     public var explanation: String {
@@ -162,13 +167,15 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
         case .responseBodyTooLarge: return "a response body over Limits.responseBodyBytesAccepted"
         case .responseHeadersTooLarge: return "a response header block over Limits.responseHeaderBytesAccepted"
         case .flowControlBlocked: return "the server never opened its flow-control window: the request body could not be sent"
+        case .cutAfterResponse(let status):
+            return "the server answered :status \(status), then reset the stream or went away before the answer ended"
         }
     }
 
     public var isSafeToRetry: Bool {
         switch self {
         case .refusedStream, .goAwayUnprocessed, .notSent, .flowControlBlocked: return true
-        case .reset, .connectionLost, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge: return false
+        case .reset, .connectionLost, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge, .cutAfterResponse: return false
         }
     }
 }

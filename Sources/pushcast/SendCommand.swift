@@ -119,6 +119,8 @@ enum SendCommand {
         // A stop signal while planning (the first read of a big file takes seconds) ends the run
         // before anything is sent: interrupted, resumable.
         if sending { StopSignals.install() }
+        // Before anything is opened for writing (the database snapshot and the journal lock too).
+        if sending { try refuseSharedFiles(parsed) }
         if sending && parsed.flag("resume") && parsed.positional("file") == "-" {
             throw CommandFailure("--resume needs the input file again, and stdin cannot be read twice: save the export to a file")
         }
@@ -724,6 +726,7 @@ enum SendCommand {
                               started: { stopBox.attach($0) }, log: Console.engineLog(redrawnLine: output.progress))
         run.durability = durability
         run.observers = try OperatorOptions.observers(parsed, output: output, durability: durability, shard: plan.shard)
+        run.notes = { StandardStream.failureNotes }
         // SIGINT/SIGTERM from here on: a graceful stop (Kubernetes, Slurm and systemd send
         // SIGTERM, then SIGKILL after a grace period: 30 s by default in Kubernetes).
         run.interruption = Interruption(signals: { StopSignals.received }, signalName: { StopSignals.lastName },

@@ -2,6 +2,7 @@
 // reports; the work happens in PushcastTransport, PushcastMock and the modules below them.
 import Foundation
 import PushcastCommandLine
+import PushcastReactor
 
 let group = CommandGroup(
     name: "pushcast",
@@ -11,6 +12,8 @@ let group = CommandGroup(
                PruneApplyCommand.spec, SnapshotCommand.spec])
 
 func runMain(_ arguments: [String]) -> Int32 {
+    // A reader of stdout or stderr that goes away never kills a run (StandardStream notes it).
+    StopSignals.ignoreBrokenPipes()
     Console.use(LogFormat.scan(arguments))
     do {
         // `pushcast --version` is `pushcast version`.

@@ -1,0 +1,203 @@
+import Foundation
+import XCTest
+
+/// Failures an unattended night job meets, end to end: output paths that name the export or each
+/// other, a hang-up and a log pipe that goes away mid-run, and servers that answer a stream and
+/// then say it was never processed. Each used to lose data; each must now lose nothing.
+final class HardeningTests: XCTestCase {
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        try BinaryTests.requireBinary()
+        directory = NSTemporaryDirectory() + "pushcast-hardening-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+
+    private func write(_ name: String, _ text: String) throws -> String {
+        let path = directory + "/" + name
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// `rows` distinct APNs tokens (none with one of the mock's special prefixes).
+    private func tokens(_ rows: Int) throws -> String {
+        var lines = ["device_id,token"]
+        for i in 0..<rows { lines.append("d\(i + 1),\(String(format: "%08x", i))\(String(repeating: "2", count: 56))") }
+        return try write("tokens.csv", lines.joined(separator: "\n") + "\n")
+    }
+
+    private func sendArguments(_ input: String, _ mock: SendTests.Mock, payload: String) -> [String] {
+        ["send", input, "--payload", payload, "--apns-topic", "com.example.app",
+         "--apns-key", mock.keyPath, "--apns-key-id", mock.keyID, "--apns-team-id", mock.teamID,
+         "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile]
+    }
+
+    // MARK: - Output paths: no two roles on one file
+
+    func testAnOutputPathOnTheExportOrOnAnotherOutputIsRefusedBeforeAnythingIsWritten() throws {
+        let input = try tokens(50)
+        let original = try Data(contentsOf: URL(fileURLWithPath: input))
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let mock = try SendTests.Mock(directory: directory, extra: [])
+        defer { _ = mock.stop() }
+        let results = directory + "/out.ndjson"
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link.csv", withDestinationPath: input)
+        let cases: [(String, [String], String)] = [
+            ("results on the export", ["--results", input, "--force"], "--results and the input are the same file"),
+            ("results on a link to the export", ["--results", directory + "/link.csv", "--force"], "--results and the input are the same file"),
+            ("results through ./ and ..", ["--results", directory + "/./sub/../tokens.csv"], "--results and the input are the same file"),
+            ("prune on the export", ["--results", results, "--prune", input], "--prune and the input are the same file"),
+            ("summary on the export", ["--results", results, "--summary", input], "--summary and the input are the same file"),
+            ("metrics on the export", ["--results", results, "--metrics-file", input], "--metrics-file and the input are the same file"),
+            ("prune on the results", ["--results", results, "--prune", results], "--prune and --results are the same file"),
+            ("summary on the results", ["--results", results, "--summary", results], "--summary and --results are the same file"),
+            ("prune on the journal", ["--results", results, "--prune", results + ".journal"],
+             "--prune and the journal (<results>.journal) are the same file"),
+            ("metrics on the timeline", ["--results", results, "--metrics-file", results + ".timeline"],
+             "--metrics-file and the timeline (<results>.timeline) are the same file"),
+        ]
+        try FileManager.default.createDirectory(atPath: directory + "/sub", withIntermediateDirectories: true)
+        for (what, options, message) in cases {
+            let run = try runPushcast(sendArguments(input, mock, payload: payload) + options + ["--quiet"], seconds: 30)
+            XCTAssertEqual(run.status, 2, "\(what): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains(message), "\(what): \(run.stderr)")
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: input)), original, "\(what): the export changed")
+            for made in [results, results + ".journal", results + ".timeline"] {
+                XCTAssertFalse(FileManager.default.fileExists(atPath: made), "\(what): \(made) was written")
+            }
+        }
+        XCTAssertTrue(mock.log.isEmpty, "nothing was sent")
+
+        // stdin redirected from the export, with the results on it.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        process.arguments = sendArguments("-", mock, payload: payload) + ["--format", "csv", "--results", input, "--force", "--quiet"]
+        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: input))
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 2, stderr)
+        XCTAssertTrue(stderr.contains("--results and the input (stdin) are the same file"), stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: input)), original, "stdin: the export changed")
+    }
+
+    // MARK: - Signals: a hang-up and a log pipe that goes away
+
+    /// Starts a send with progress lines on a stderr pipe, returns the process and the pipe.
+    private func start(_ arguments: [String]) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
+        process.arguments = arguments
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return (process, err)
+    }
+
+    private func waitForExit(_ process: Process, seconds: Double = 60) -> Int32 {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            process.terminate()
+            XCTFail("the sender did not stop within \(seconds) s")
+        }
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    func testAHangUpAndAClosedLogPipeStopResumablyAndTheResumeSendsEveryRowOnce() throws {
+        let rows = 60_000
+        let input = try tokens(rows)
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi {{device_id}}"}}"#)
+        let mock = try SendTests.Mock(directory: directory, extra: ["--latency-ms", "20"])
+        let summary = directory + "/summary.json"
+        let arguments = sendArguments(input, mock, payload: payload)
+            + ["--results", directory + "/results.ndjson", "--prune", directory + "/prune.csv", "--summary", summary,
+               "--connections", "2", "--streams", "100", "--progress", "--progress-interval", "100ms", "--resume"]
+
+        // 1. SIGHUP, as when the ssh session that started the run drops: a graceful stop.
+        var (process, err) = try start(arguments)
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertTrue(process.isRunning, "the run ended before the hang-up")
+        kill(process.processIdentifier, SIGHUP)
+        let hungUp = waitForExit(process)
+        let hungUpText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(hungUp, 3, "SIGHUP stops gracefully, resumable: \(hungUpText.suffix(600))")
+        XCTAssertTrue(hungUpText.contains("SIGHUP"), String(hungUpText.suffix(600)))
+
+        // 2. The reader of stderr goes away (`| head -1`, a log shipper restarting): the run goes on,
+        // then SIGTERM stops it, and the summary notes the lost log lines.
+        (process, err) = try start(arguments)
+        Thread.sleep(forTimeInterval: 0.5)
+        try err.fileHandleForReading.close()
+        Thread.sleep(forTimeInterval: 1.0)
+        XCTAssertTrue(process.isRunning, "the run died when its stderr reader went away")
+        kill(process.processIdentifier, SIGTERM)
+        XCTAssertEqual(waitForExit(process), 3, "SIGTERM after the pipe closed: graceful, resumable")
+        let notes = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: summary))) as? [String: Any])["notes"]
+        XCTAssertTrue((notes as? [String] ?? []).contains { $0.hasPrefix("stderr stopped taking writes (Broken pipe)") }, "\(notes ?? "none")")
+
+        // 3. The same command line finishes the campaign.
+        let resumed = try runPushcast(arguments, seconds: 300)
+        XCTAssertEqual(resumed.status, 0, String(resumed.stderr.suffix(600)))
+        _ = mock.stop()
+        let byRow = try resultsByRow(directory + "/results.ndjson")
+        XCTAssertEqual(byRow.count, rows, "one line per row")
+        let notDelivered = byRow.values.filter { $0["outcome"] as? String != "delivered" }
+        XCTAssertTrue(notDelivered.isEmpty, "\(notDelivered.count) rows not delivered, e.g. \(notDelivered.first ?? [:])")
+        var counts: [String: Int] = [:]
+        for entry in mock.log where entry["status"] as? Int == 200 { counts[entry["token"] as? String ?? "", default: 0] += 1 }
+        XCTAssertEqual(counts.count, rows, "every row was delivered")
+        XCTAssertEqual(counts.values.max() ?? 0, 1, "a token was delivered twice")
+    }
+
+    // MARK: - Servers that contradict themselves
+
+    /// 500 rows against a server that answers each stream `:status 200` and then says it was never
+    /// processed: each row the server answered ends `unknown` (AnswerCut) and reached it exactly
+    /// once; rows left when the breaker stops the run have no line and never reached it.
+    private func runContradiction(_ mode: String, diagnosis: String) throws {
+        let input = try tokens(500)
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let keys = try SendTests.Mock(directory: directory, extra: [])
+        _ = keys.stop()
+        let place = directory + "/" + mode
+        try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true)
+        let mock = try MockProcess(directory: place, arguments: ["--port", "0", "--workers", "2", "--duration", "120s", "--misbehave", mode,
+                                                                 "--apns-public-key", directory + "/apns-key.pub.pem",
+                                                                 "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID],
+                                   waitFor: ["PORT"])
+        let run = try runPushcast(["send", input, "--payload", payload, "--apns-topic", "com.example.app",
+                                   "--apns-key", keys.keyPath, "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID,
+                                   "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
+                                   "--results", place + "/results.ndjson", "--prune", place + "/prune.csv", "--quiet"], seconds: 60)
+        let statistics = mock.stop()
+        let cut = (statistics["misbehavior"] as? [String: Any])?["answers_cut"] as? Int ?? -1
+        XCTAssertEqual(run.status, 2, "\(mode): \(run.stderr)")
+        XCTAssertTrue(run.stderr.contains(diagnosis), "\(mode): a line names the server's behaviour: \(run.stderr)")
+        let byRow = try resultsByRow(place + "/results.ndjson")
+        XCTAssertGreaterThan(byRow.count, 0, "\(mode): some rows were answered")
+        XCTAssertEqual(cut, byRow.count, "\(mode): each answered row reached the server once, none was resent (\(statistics))")
+        print("contradiction \(mode): \(cut) requests answered and cut, \(byRow.count) rows recorded, exit \(run.status): \(run.stderr.split(separator: "\n").last ?? "")")
+        for line in byRow.values {
+            XCTAssertEqual(line["outcome"] as? String, "unknown", "\(mode): \(line)")
+            // Requests on the wire when the breaker drops the connection end ConnectionLost.
+            XCTAssertTrue(["AnswerCut", "ConnectionLost"].contains(line["reason"] as? String ?? ""), "\(mode): \(line)")
+        }
+    }
+
+    func testAStatusThenRefusedStreamIsNeverResent() throws {
+        try runContradiction("answer-then-refuse", diagnosis: "every stream answered, then reset or dropped before the answer ended")
+    }
+
+    func testAStatusThenGoAwayZeroIsNeverResent() throws {
+        try runContradiction("answer-then-goaway", diagnosis: "GOAWAY with last-stream-id 0 on every connection")
+    }
+}
