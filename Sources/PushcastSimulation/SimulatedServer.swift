@@ -21,6 +21,11 @@ public struct FaultModel: Sendable, CustomStringConvertible {
     /// After answering this stream, the connection dies: its other streams may or may not have
     /// been processed.
     public var drop = 0.0
+    /// A proxy that contradicts itself: the stream is processed and its `:status` sent, then
+    /// RST_STREAM(REFUSED_STREAM) (`cutRefuse`) or GOAWAY with last-stream-id 0 (`cutGoAway`)
+    /// claims it was not. The client must never send it again.
+    public var cutRefuse = 0.0
+    public var cutGoAway = 0.0
     /// The whole server goes down for `outageNanoseconds` (every connection dies, connects fail).
     public var outage = 0.0
     public var outageNanoseconds: UInt64 = 2_000_000_000
@@ -46,6 +51,10 @@ public struct FaultModel: Sendable, CustomStringConvertible {
         model.drop = rate(0.005)
         model.outage = rate(0.0005)
         model.deadTokens = rate(0.1)
+        // Scaled from draws already made, so that adding them left every seed's other faults,
+        // crashes and timings as they were.
+        model.cutRefuse = model.refuse / 40
+        model.cutGoAway = model.goAway / 5
         return model
     }
 
@@ -53,6 +62,7 @@ public struct FaultModel: Sendable, CustomStringConvertible {
         func p(_ x: Double) -> String { String(Int((x * 1000).rounded())) + "‰" }
         return "refuse \(p(refuse)) reset \(p(reset)) 429 \(p(status429)) 503 \(p(status503)) 500 \(p(status500)) "
             + "silent \(p(silent)) goaway \(p(goAway)) drop \(p(drop)) outage \(p(outage)) dead \(p(deadTokens)) "
+            + "cut-refuse \(p(cutRefuse)) cut-goaway \(p(cutGoAway)) "
             + "jitter \(latencyJitterNanoseconds / 1_000_000) ms"
     }
 }
@@ -81,6 +91,8 @@ enum StreamFate {
     case answerThenGoAway
     case answerThenDrop
     case answerThenOutage
+    case statusThenRefused
+    case statusThenGoAwayZero
 }
 
 /// The simulated server side of one provider: the fate of each stream, and the ledger of what
@@ -126,6 +138,7 @@ public final class SimulatedServer {
             (model.refuse, .refused), (model.reset, .reset), (model.status429, .status(429)), (model.status503, .status(503)),
             (model.status500, .status(500)), (model.silent, .silent), (model.goAway, .answerThenGoAway),
             (model.drop, .answerThenDrop), (model.outage, .answerThenOutage),
+            (model.cutRefuse, .statusThenRefused), (model.cutGoAway, .statusThenGoAwayZero),
         ]
         for (rate, fate) in table {
             edge += rate

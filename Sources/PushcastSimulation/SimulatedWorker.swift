@@ -157,6 +157,14 @@ final class SimulatedWorker {
         case .answerThenDrop:
             workload.received(tag: s.tag, response: server.process(token: s.token))
             lose(c, now: now)
+        case .statusThenRefused:
+            // HTTP2ClientSession reports a stream that got its :status as cut, whatever follows.
+            _ = server.process(token: s.token)
+            workload.failed(tag: s.tag, failure: .cutAfterResponse(status: 200))
+        case .statusThenGoAwayZero:
+            _ = server.process(token: s.token)
+            workload.failed(tag: s.tag, failure: .cutAfterResponse(status: 200))
+            goAway(c, lastStreamID: 0)
         case .answerThenOutage:
             workload.received(tag: s.tag, response: server.process(token: s.token))
             server.startOutage(at: now)

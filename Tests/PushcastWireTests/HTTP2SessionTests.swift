@@ -236,6 +236,27 @@ final class HTTP2SessionTests: XCTestCase {
         XCTAssertFalse(pair.client.isClosed)
     }
 
+    /// A proxy that contradicts itself: `:status` first, then RST_STREAM(REFUSED_STREAM) or a
+    /// GOAWAY whose last-stream-id is below the stream. The stream was processed: not retryable.
+    func testAStreamThatGotItsStatusIsNeverSafeToRetryWhateverFollows() throws {
+        for viaGoAway in [false, true] {
+            let pair = try HTTP2Pair()
+            try pair.pump()
+            pair.onServerEvent = { event, server in
+                guard case .request(let request) = event else { return }
+                server.sendStatusOnly(streamID: request.streamID, status: 200,
+                                      thenReset: viaGoAway ? nil : HTTP2ServerSession.refusedStreamErrorCode)
+                if viaGoAway { server.goAwayZeroAfterStatus(errorCode: 0, debugData: "") }
+            }
+            XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/cut"), tag: 1))
+            try pair.pump()
+            let failure = try XCTUnwrap(pair.clientEvents.first { $0.tag == 1 }?.failure, "viaGoAway \(viaGoAway)")
+            XCTAssertEqual(failure, .cutAfterResponse(status: 200), "viaGoAway \(viaGoAway)")
+            XCTAssertFalse(failure.isSafeToRetry)
+            XCTAssertEqual(pair.clientFrames.frames.filter { $0.type == WireFrame.headers }.count, 1, "one request on the wire")
+        }
+    }
+
     // MARK: 5. Flow control
 
     func testBodyStallsAtPeerWindowAndResumesOnWindowUpdate() throws {
