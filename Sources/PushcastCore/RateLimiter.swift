@@ -149,10 +149,34 @@ public final class ProviderRateLimiter: Sendable {
         state.withLock { $0.throttled(now) }
     }
 
-    /// Retry-After: no permits at all until `untilNanoseconds`; the later of overlapping pauses wins.
-    public func pause(untilNanoseconds until: UInt64) {
-        state.withLock { $0.pausedUntil = max($0.pausedUntil, until) }
+    /// Retry-After: no permits at all until `untilNanoseconds`; the later of overlapping pauses
+    /// wins. Returns whether this call began a pause or moved its end by a second or more (so
+    /// that one line, not one per answer, tells of it).
+    @discardableResult
+    public func pause(untilNanoseconds until: UInt64, nowNanoseconds now: UInt64 = 0) -> Bool {
+        state.withLock { state in
+            let earlier = max(state.pausedUntil, now)
+            state.pausedUntil = max(state.pausedUntil, until)
+            return until >= earlier &+ 1_000_000_000
+        }
     }
+
+    /// The spread rule: device-level 429s (each a row's first) coming from at least
+    /// `spreadCountMin` devices within one second, and at least `spreadShareMin` of the
+    /// permits granted in that second, are the provider's own limit, whatever each body says:
+    /// one device's quota never touches more than a few rows, while an overloaded provider or an
+    /// exhausted project quota answers most of them. Counts this one and says whether the rule
+    /// now holds.
+    public func deviceThrottled(nowNanoseconds now: UInt64) -> Bool {
+        state.withLock { state in
+            state.deviceThrottles.record(now)
+            let count = state.deviceThrottles.perSecond(now)
+            return count >= Self.spreadCountMin && count >= Self.spreadShareMin * state.observed.perSecond(now)
+        }
+    }
+
+    public static let spreadCountMin = 20.0
+    public static let spreadShareMin = 0.2
 
     public func isPaused(nowNanoseconds now: UInt64) -> Bool {
         state.withLock { now < $0.pausedUntil }
@@ -191,6 +215,8 @@ public final class ProviderRateLimiter: Sendable {
         /// nil while unlimited.
         var bucket: TokenBucket?
         var pausedUntil: UInt64 = 0
+        /// Device-level 429s over the last second (the spread rule).
+        var deviceThrottles: RateObserver
         /// Present from a throttle until the rate is back at its base.
         var adaptation: Adaptation?
         var observed: RateObserver
@@ -199,6 +225,7 @@ public final class ProviderRateLimiter: Sendable {
             self.configured = configured
             bucket = configured.map { TokenBucket(ratePerSecond: $0, burst: ProviderRateLimiter.burst(forRatePerSecond: $0), nowNanoseconds: now) }
             observed = RateObserver(now: now)
+            deviceThrottles = RateObserver(now: now)
         }
 
         mutating func acquire(_ now: UInt64) -> RatePermit {

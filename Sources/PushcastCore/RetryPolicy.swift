@@ -39,3 +39,14 @@ public struct RetryPolicy: Sendable, Equatable {
         return random.next().multipliedFullWidth(by: ceiling + 1).high
     }
 }
+
+/// Whose limit a retryable answer is about, which decides who waits.
+public enum ThrottleScope: Sendable, Equatable {
+    /// Not a limit (a 5xx): the row retries after its back-off.
+    case none
+    /// One device's own limit (APNs 429 TooManyRequests, FCM's per-device quota): only that row
+    /// waits; the provider's pace does not change.
+    case device
+    /// The provider as a whole (FCM's project quota): its rate halves and it pauses.
+    case provider
+}

@@ -112,8 +112,32 @@ public final class OutcomeChannel: @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
     private let abandoned = Atomic<Bool>(false)
     private var workerFailures: [String] = []
+    /// Lines for the person watching (a long provider pause), with how long from now the thing
+    /// they tell of lasts; at most `noticesMax` wait, the rest are dropped.
+    private var notices: [(text: String, afterNanoseconds: UInt64)] = []
+    private let hasNotices = Atomic<Bool>(false)
+    static let noticesMax = 32
 
     public init() {}
+
+    /// A worker's line for the log; the reader loop prints it.
+    public func notice(_ text: String, afterNanoseconds: UInt64) {
+        condition.lock()
+        if notices.count < Self.noticesMax { notices.append((text, afterNanoseconds)) }
+        hasNotices.store(true, ordering: .releasing)
+        condition.unlock()
+    }
+
+    /// The lines waiting (cheap when there are none: one atomic load).
+    public func takeNotices() -> [(text: String, afterNanoseconds: UInt64)] {
+        guard hasNotices.load(ordering: .acquiring) else { return [] }
+        condition.lock()
+        defer { condition.unlock() }
+        hasNotices.store(false, ordering: .relaxed)
+        let taken = notices
+        notices.removeAll()
+        return taken
+    }
 
     public func push(_ batch: inout [OutcomeRecord]) {
         guard !batch.isEmpty else { return }

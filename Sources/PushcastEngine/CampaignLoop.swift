@@ -151,6 +151,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
             crew.awaitOutcomes(outcomes, into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
             if crew.hasCrashed { return }
             recordAll()
+            tellNotices()
             outcomes.takePayloads(into: &returnedPayloads)
             payloadPool.give(&returnedPayloads)
             flushSinks(final: false)
@@ -201,6 +202,21 @@ final class CampaignLoop<Crew: CampaignCrew> {
             board.wakeAll()
             log("pushcast: \(count > 1 ? "second signal" : "drain timeout"): stopping now; requests still in flight are recorded unknown (Interrupted)\n")
         }
+    }
+
+    /// The workers' lines (a long pause), each with the wall-clock time its pause ends.
+    private func tellNotices() {
+        for notice in outcomes.takeNotices() {
+            let ends = Reactor.wallClockSeconds() + Double(notice.afterNanoseconds) / 1e9
+            log("pushcast: \(notice.text); sending again at \(Self.utcTime(ends))\n")
+        }
+    }
+
+    /// HH:MM:SS UTC of an epoch time.
+    static func utcTime(_ epochSeconds: Double) -> String {
+        let seconds = Int(epochSeconds) % 86_400
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60)) UTC"
     }
 
     private func closeInput() {

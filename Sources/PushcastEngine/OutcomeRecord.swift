@@ -89,6 +89,7 @@ public enum OutcomeReason {
     public static let connectionLost = "ConnectionLost"
     public static let streamReset = "StreamReset"
     public static let answerCut = "AnswerCut"
+    public static let retryAfterPastDeadline = "RetryAfterPastDeadline"
     public static let retriesExhausted = "RetriesExhausted"
     /// The server refused the stream (RST_STREAM REFUSED_STREAM) every time, up to the row's
     /// resend budget: it never processed the request.

@@ -12,7 +12,7 @@ public enum ProviderVerdict: Sendable, Equatable {
     case fail(reason: String)
     /// Retry after a back-off (at least `retryAfterSeconds` when the server said so). `throttle`:
     /// the provider as a whole is over its quota, so its rate halves and it pauses.
-    case retry(reason: String, retryAfterSeconds: Double?, throttle: Bool)
+    case retry(reason: String, retryAfterSeconds: Double?, throttle: ThrottleScope)
     /// The credential was refused as expired: get a fresh one and retry once.
     case reauthenticate(reason: String)
     /// The credential itself is bad: record this outcome and stop the run (exit 2).
@@ -160,7 +160,8 @@ public final class APNsAdapter: ProviderAdapter {
         case .fail(let reason): verdict = .fail(reason: reason)
         // APNs's 429 is per device token (TooManyRequests), not a provider-wide quota: retry that
         // notification later without slowing the whole campaign.
-        case .retry(let reason): verdict = .retry(reason: reason, retryAfterSeconds: nil, throttle: false)
+        case .retry(let reason):
+            verdict = .retry(reason: reason, retryAfterSeconds: nil, throttle: summary.status == 429 ? .device : .none)
         case .refreshTokenAndRetry: verdict = .reauthenticate(reason: "ExpiredProviderToken")
         case .stopRun(let reason):
             verdict = .stopRun(reason: reason, message: "APNs rejected the credential: \(summary.status) \(reason)")

@@ -117,6 +117,7 @@ public enum ReasonCatalog {
         (OutcomeReason.connectionLost, "the connection died after the request was sent", "fate unknown; resend with --retry-unknown if duplicates are acceptable"),
         (OutcomeReason.streamReset, "the server reset the stream after the request was sent", "fate unknown; check the server"),
         (OutcomeReason.answerCut, "the server answered (:status), then reset the stream or went away", "processed, fate unknown: never resent; check the proxy in front of the provider"),
+        (OutcomeReason.retryAfterPastDeadline, "the server's Retry-After ends after the row's --request-timeout", "resend the failed rows later, or give a longer --request-timeout"),
         (OutcomeReason.retriesExhausted, "every attempt got a retryable answer (429, 5xx)", "resend the failed rows later"),
         (OutcomeReason.refusedStream, "the server refused the stream every time", "never processed: resend later"),
         (OutcomeReason.goAwayUnprocessed, "every connection went away before processing it", "never processed: resend later"),

@@ -21,6 +21,14 @@ public struct SendPolicy: Sendable {
     /// A row's whole time budget from its first send (`--request-timeout`): no retry or resend
     /// starts after it has passed. Nil: only the per-request deadline applies.
     public var rowDeadlineNanoseconds: UInt64?
+    /// The longest Retry-After honoured (`--max-retry-after`): a longer one (an hour, or a
+    /// garbled 999999999) is cut to this, for the row and for a provider-wide pause alike.
+    public var retryAfterMaxNanoseconds: UInt64 = SendPolicy.retryAfterMaxDefaultNanoseconds
+    /// A provider-wide pause at least this long is told in one line.
+    public static let pauseToldNanoseconds: UInt64 = 5_000_000_000
+    /// 60 s: FCM's project quota is counted per minute, so a minute's wait always clears it;
+    /// APNs and FCM document no longer wait; and a night job stays alive.
+    public static let retryAfterMaxDefaultNanoseconds: UInt64 = 60_000_000_000
 
     public init(retry: RetryPolicy, retryUnknown: Bool, limiter: ProviderRateLimiter? = nil, pacer: ProviderRateLimiter? = nil,
                 resendsMax: Int = 10, rowDeadlineNanoseconds: UInt64? = nil) {
@@ -212,20 +220,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         case .fail(let reason):
             finish(index, &notification, .failed, status: answer.status, reason: reason)
         case .retry(let reason, let retryAfter, let throttle):
-            let now = clock.nowNanoseconds()
-            var delay = policy.retry.delayNanoseconds(retry: notification.attempts, random: random)
-            if let retryAfter, retryAfter > 0 { delay = max(delay, UInt64(min(retryAfter, 86_400) * 1e9)) }
-            if throttle, let limiter = policy.limiter {
-                // The provider as a whole is over quota: slow it down and pause it, not only this one.
-                limiter.throttled(nowNanoseconds: now)
-                limiter.pause(untilNanoseconds: now + delay)
-            }
-            if policy.retry.mayRetry(attemptsMade: notification.attempts) && withinDeadline(notification, now: now + delay) {
-                slab[index] = notification
-                scheduleRetry(index, at: now + delay)
-            } else {
-                finish(index, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: answer.status, reason: reason)
-            }
+            retry(index, &notification, status: answer.status, reason: reason, retryAfter: retryAfter, throttle: throttle)
         case .reauthenticate(let reason):
             switch adapter.credentialRejected(generation: credentialOf[index]) {
             case .retry where policy.retry.mayRetry(attemptsMade: notification.attempts):
@@ -272,6 +267,48 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         } else {
             finish(index, &notification, .unknown, status: nil, reason: reason)
         }
+    }
+
+    /// A retryable answer: the row waits its back-off, or the Retry-After (at most
+    /// `--max-retry-after`) when longer. A provider-wide limit (or the spread rule) also slows and
+    /// pauses the whole provider; a device's own limit delays that row alone. A row whose wait
+    /// would pass its deadline ends now.
+    private func retry(_ index: Int, _ notification: inout PreparedNotification, status: Int, reason: String,
+                       retryAfter: Double?, throttle: ThrottleScope) {
+        let now = clock.nowNanoseconds()
+        var delay = policy.retry.delayNanoseconds(retry: notification.attempts, random: random)
+        var told: UInt64? = nil
+        if let retryAfter, retryAfter > 0 {
+            told = retryAfter >= Double(UInt64.max / 2) / 1e9 ? UInt64.max / 2 : UInt64(retryAfter * 1e9)
+            delay = max(delay, min(told!, policy.retryAfterMaxNanoseconds))
+        }
+        if throttle != .none, let limiter = policy.limiter {
+            let spread = throttle == .device && notification.attempts == 1 && limiter.deviceThrottled(nowNanoseconds: now)
+            if throttle == .provider || spread {
+                limiter.throttled(nowNanoseconds: now)
+                if limiter.pause(untilNanoseconds: now + delay, nowNanoseconds: now) && delay >= SendPolicy.pauseToldNanoseconds {
+                    outcomes.notice(pauseNotice(status: status, reason: reason, spread: spread, told: told, delay: delay), afterNanoseconds: delay)
+                }
+            }
+        }
+        if policy.retry.mayRetry(attemptsMade: notification.attempts) && withinDeadline(notification, now: now + delay) {
+            slab[index] = notification
+            scheduleRetry(index, at: now + delay)
+        } else {
+            // Past the deadline because of the Retry-After: say so, not only what the server said.
+            let late = told != nil && policy.retry.mayRetry(attemptsMade: notification.attempts)
+            finish(index, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: status,
+                   reason: late ? OutcomeReason.retryAfterPastDeadline : reason)
+        }
+    }
+
+    private func pauseNotice(status: Int, reason: String, spread: Bool, told: UInt64?, delay: UInt64) -> String {
+        var text = "\(adapter.provider.rawValue): pausing every send for \(delay / 1_000_000_000) s after \(status) \(reason)"
+        if spread { text += " from many devices at once (the provider's own limit)" }
+        if let told, told > policy.retryAfterMaxNanoseconds {
+            text += "; its Retry-After of \(told / 1_000_000_000) s cut to --max-retry-after"
+        }
+        return text
     }
 
     /// The run was interrupted and its drain ran out: a request the server never processed is

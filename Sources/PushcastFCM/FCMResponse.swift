@@ -4,6 +4,7 @@
 // crash. Bodies are read defensively: a 502 HTML page, a truncated or hostile JSON body, or one
 // cut at `Limits.responseBodyBytesMax` yields whatever it said before the damage.
 
+import PushcastCore
 import PushcastJSON
 import PushcastWire
 
@@ -16,9 +17,9 @@ public enum FCMVerdict: Sendable, Equatable {
     case prune(reason: String)
     /// Refused for a reason retrying will not fix (other INVALID_ARGUMENT, other 4xx).
     case fail(reason: String)
-    /// 429 (`throttle`: slow the whole provider down, then retry) and 5xx (retry this message
-    /// with backoff). `retryAfterSeconds` is the Retry-After header when it was usable.
-    case retry(reason: String, retryAfterSeconds: Double?, throttle: Bool)
+    /// 429 and 5xx: retry this message after a back-off (`retryAfterSeconds`: the Retry-After
+    /// header when it was usable). `throttle` says whose limit the answer is about.
+    case retry(reason: String, retryAfterSeconds: Double?, throttle: ThrottleScope)
     /// 401 UNAUTHENTICATED: the OAuth2 access token expired or was rejected; get a new one and
     /// resend. The engine must bound this (a credential that keeps failing is a stopRun).
     case refreshTokenAndRetry
@@ -40,6 +41,10 @@ public struct FCMErrorBody: Sendable, Equatable {
     public var message: String?
     /// The `field` of each BadRequest field violation (at most `fieldViolationsKeptMax`).
     public var fieldViolations: [String]
+    /// A `google.rpc.ErrorInfo` detail's `reason` (`RATE_LIMIT_EXCEEDED`) and its metadata's
+    /// `quota_limit` (`SendsPerMinutePerProject`), which name the quota a 429 is about.
+    public var errorInfoReason: String?
+    public var quotaLimit: String?
 
     public static let messageBytesMax = 200
     public static let fieldViolationsKeptMax = 8
@@ -86,6 +91,14 @@ public struct FCMErrorBody: Sendable, Equatable {
             if errorCode == nil, let code = members.first(where: { $0.key == "errorCode" }) {
                 errorCode = Self.identifier(reader, code.value)
             }
+        } else if type.hasSuffix("google.rpc.ErrorInfo") {
+            if errorInfoReason == nil, let reason = members.first(where: { $0.key == "reason" }) {
+                errorInfoReason = Self.identifier(reader, reason.value)
+            }
+            if quotaLimit == nil, let metadata = members.first(where: { $0.key == "metadata" }),
+               let limit = reader.member("quota_limit", ofObjectAt: metadata.value.lowerBound) {
+                quotaLimit = Self.identifier(reader, limit)
+            }
         } else if type.hasSuffix("google.rpc.BadRequest"), let violations = members.first(where: { $0.key == "fieldViolations" }) {
             for violation in reader.elements(ofArrayAt: violations.value.lowerBound) where fieldViolations.count < Self.fieldViolationsKeptMax {
                 if let field = reader.member("field", ofObjectAt: violation.lowerBound).flatMap({ reader.string($0, bytesMax: 128) }) {
@@ -104,6 +117,13 @@ public struct FCMErrorBody: Sendable, Equatable {
 
     private static func isIdentifierByte(_ byte: UInt8) -> Bool {
         JSONScanner.isWordByte(byte) || byte == UInt8(ascii: ".")
+    }
+
+    /// Whether a 429 names the project's quota (FCM's 600,000 messages a minute): an ErrorInfo
+    /// with reason RATE_LIMIT_EXCEEDED, or a quota_limit that is per project. A 429 that names
+    /// neither is about one device's own limits (240 a minute, 5,000 an hour).
+    public var namesProjectQuota: Bool {
+        errorInfoReason == "RATE_LIMIT_EXCEEDED" || (quotaLimit?.hasSuffix("PerProject") ?? false)
     }
 
     /// Whether the error is about the registration token (§2.4): a BadRequest violation on
@@ -186,7 +206,9 @@ public struct FCMResponseSummary: Sendable, Equatable {
 ///   APNS_AUTH_ERROR), which is the app's APNs/web-push credential in Firebase: stop the run.
 /// - Any 403 other than SENDER_ID_MISMATCH stops the run (PERMISSION_DENIED: the service account
 ///   may not send for this project, so every row would fail).
-/// - Any 2xx is delivered; 429 is a provider-wide throttle; every 5xx retries.
+/// - Any 2xx is delivered; every 5xx retries. A 429 (or QUOTA_EXCEEDED) that names the project
+///   quota slows the whole provider; any other is about one device, and only its row waits
+///   (the engine still slows the provider when such 429s come from many devices at once).
 /// - UNSPECIFIED_ERROR and unknown codes fall back to the HTTP status.
 /// - The reason is the errorCode, else the canonical status, else `Status<code>` (as for APNs).
 public enum FCMResponseClassifier {
@@ -199,9 +221,9 @@ public enum FCMResponseClassifier {
         case "THIRD_PARTY_AUTH_ERROR"?, "APNS_AUTH_ERROR"?:
             return .stopRun(reason: reason)
         case "QUOTA_EXCEEDED"?:
-            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: true)
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: body.namesProjectQuota ? .provider : .device)
         case "UNAVAILABLE"?, "INTERNAL"?:
-            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: false)
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: .none)
         case "INVALID_ARGUMENT"?:
             return body.isAboutRegistrationToken ? .prune(reason: reason) : .fail(reason: reason)
         default:
@@ -209,9 +231,9 @@ public enum FCMResponseClassifier {
         }
         switch status {
         case 429:
-            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: true)
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: body.namesProjectQuota ? .provider : .device)
         case 500...599:
-            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: false)
+            return .retry(reason: reason, retryAfterSeconds: retryAfterSeconds, throttle: .none)
         case 401:
             return .refreshTokenAndRetry
         case 403:

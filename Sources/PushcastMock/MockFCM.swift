@@ -147,7 +147,7 @@ struct MockFCMAnswer: Sendable {
     /// Google's error envelope (§2.3), with an FcmError detail when `fcmErrorCode` is given and a
     /// BadRequest field violation when `violation` is.
     static func googleError(code: Int, status: String, message: String, fcmErrorCode: String? = nil,
-                            violation: (field: String, description: String)? = nil) -> MockFCMAnswer {
+                            violation: (field: String, description: String)? = nil, projectQuota: Bool = false) -> MockFCMAnswer {
         var body: [UInt8] = Array(#"{"error":{"code":\#(code),"message":"#.utf8)
         JSONWriter.appendString(message, to: &body)
         body += Array(#","status":"#.utf8)
@@ -157,6 +157,11 @@ struct MockFCMAnswer: Sendable {
             var detail: [UInt8] = Array(#"{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"#.utf8)
             JSONWriter.appendString(fcmErrorCode, to: &detail)
             details.append(detail + [UInt8(ascii: "}")])
+        }
+        if projectQuota {
+            details.append(Array((#"{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","#
+                + #""metadata":{"quota_metric":"fcm.googleapis.com/send_requests","quota_limit":"SendsPerMinutePerProject","#
+                + #""service":"fcm.googleapis.com"}}"#).utf8))
         }
         if let violation {
             var detail: [UInt8] = Array(#"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"#.utf8)
@@ -186,15 +191,27 @@ struct MockFCMAnswer: Sendable {
     /// What `--error-rate` and `--rate-limit` inject on the FCM port.
     static func fault(status: Int, retryAfterSeconds: Int) -> MockFCMAnswer {
         switch status {
-        case 429: return quotaExceeded(retryAfterSeconds: retryAfterSeconds)
+        case 429: return projectQuotaExceeded(retryAfterSeconds: retryAfterSeconds)
         case 500: return googleError(code: 500, status: "INTERNAL", message: "Internal error encountered.", fcmErrorCode: "INTERNAL")
         default: return googleError(code: 503, status: "UNAVAILABLE", message: "The service is currently unavailable.", fcmErrorCode: "UNAVAILABLE")
         }
     }
 
-    static func quotaExceeded(retryAfterSeconds: Int) -> MockFCMAnswer {
-        var answer = googleError(code: 429, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded for the project's message rate.",
+    /// One device over its own limits (240 messages a minute, 5,000 an hour): QUOTA_EXCEEDED,
+    /// and nothing that names the project's quota.
+    static func deviceQuotaExceeded(retryAfterSeconds: Int) -> MockFCMAnswer {
+        var answer = googleError(code: 429, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded for the device's message rate.",
                                  fcmErrorCode: "QUOTA_EXCEEDED")
+        answer.extraHeaders = [HTTP2Header("retry-after", String(retryAfterSeconds))]
+        return answer
+    }
+
+    /// The project's quota (600,000 messages a minute), as FCM names it: a `google.rpc.ErrorInfo`
+    /// with reason RATE_LIMIT_EXCEEDED and the quota's metric and limit.
+    static func projectQuotaExceeded(retryAfterSeconds: Int) -> MockFCMAnswer {
+        var answer = googleError(code: 429, status: "RESOURCE_EXHAUSTED",
+                                 message: "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com'.",
+                                 fcmErrorCode: "QUOTA_EXCEEDED", projectQuota: true)
         answer.extraHeaders = [HTTP2Header("retry-after", String(retryAfterSeconds))]
         return answer
     }
@@ -210,7 +227,8 @@ struct MockFCMAnswer: Sendable {
 
 /// The FCM rules for one send, in the order FCM applies them: path, bearer, project, content
 /// type, body shape, payload size (4096 bytes to a token, 2048 to a topic or condition, §2.6);
-/// then the outcomes by token prefix (`dead`, `bad0`, `mism`, `5030`, `4290`; case-sensitive, as
+/// then the outcomes by token prefix (`dead`, `bad0`, `mism`, `5030`, `4290` a device's quota,
+/// `4291` the project's; case-sensitive, as
 /// FCM tokens are).
 struct MockFCMRules {
     static let payloadBytesMax = 4096
@@ -375,7 +393,10 @@ struct MockFCMRules {
             return .googleError(code: 503, status: "UNAVAILABLE", message: "The service is currently unavailable.", fcmErrorCode: "UNAVAILABLE")
         case "4290":
             guard shared.failOnce.firstTime("fcm4290/" + token) else { return nil }
-            return .quotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
+            return .deviceQuotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
+        case "4291":
+            guard shared.failOnce.firstTime("fcm4291/" + token) else { return nil }
+            return .projectQuotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
         default:
             return nil
         }

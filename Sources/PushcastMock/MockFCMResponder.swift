@@ -62,7 +62,7 @@ final class MockFCMResponder: ServerResponder {
         guard let setup else { return reply(counted(.notReady), request: request, token: nil) }
         var (answer, token) = MockFCMRules(shared: shared).evaluate(request, setup: setup, nowMilliseconds: now)
         if answer.status == 200, let limiter = rateLimiter, !limiter.admit() {
-            answer = .quotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
+            answer = .projectQuotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
         }
         if answer.status == 200, behavior.errorRate > 0, Double(random.next() >> 11) / Double(1 << 53) < behavior.errorRate {
             answer = .fault(status: behavior.errorStatus, retryAfterSeconds: shared.configuration.retryAfterSeconds)

@@ -55,7 +55,7 @@ enum MockCommand {
             .value("write-apns-key", metavar: "DIR", help: "without --apns-public-key: write the generated key pair here (apns-key.p8, apns-key.pub.pem); the second stdout line names them"),
             .flag("fcm", help: "also serve FCM HTTP v1 on a second port: the OAuth2 token endpoint (POST /token) and POST /v1/projects/{project}/messages:send. "
                   + "Tokens starting dead answer 404 UNREGISTERED, bad0 400 INVALID_ARGUMENT, mism 403 SENDER_ID_MISMATCH, "
-                  + "5030 503 once, 4290 429 with retry-after once. Any --fcm-* option implies it. A stdout line after the APNs lines names it: "
+                  + "5030 503 once, 4290 429 QUOTA_EXCEEDED for that device with retry-after once, 4291 the same naming the project quota (as --rate-limit and --error-rate 429:P do). Any --fcm-* option implies it. A stdout line after the APNs lines names it: "
                   + "FCM_ENDPOINT=https://127.0.0.1:PORT FCM_CREDENTIALS=/path/fcm-service-account.json FCM_TOKEN_URI=https://127.0.0.1:PORT/token"),
             .value("fcm-port", metavar: "N", help: "FCM port; 0 picks a free one", defaultDescription: "0"),
             .value("fcm-max-streams", metavar: "N", help: "SETTINGS_MAX_CONCURRENT_STREAMS on FCM connections", defaultDescription: "100"),

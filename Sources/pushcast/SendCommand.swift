@@ -50,6 +50,8 @@ enum SendCommand {
         .value("max-attempts", metavar: "N", help: "attempts per notification for 429 and 5xx answers", defaultDescription: "5"),
         .flag("retry-unknown", help: "also retry requests whose fate is unknown (connection lost after sending, timeout)"),
         .value("request-timeout", metavar: "TIME", help: "deadline of each request, and of each row's retries and resends together", defaultDescription: "30s"),
+        .value("max-retry-after", metavar: "TIME", help: "the longest Retry-After honoured, for a row and for a provider-wide pause (a longer one is cut to this)",
+               defaultDescription: "60s (FCM's quota is counted per minute)"),
         .value("max-resends", metavar: "N", help: "resends per notification that the server never processed (REFUSED_STREAM, GOAWAY, never sent); then it is failed",
                defaultDescription: "10"),
         .value("drain-timeout", metavar: "TIME", help: "after SIGINT/SIGTERM, how long answers in flight may take before the run stops (exit 3)",
@@ -594,10 +596,13 @@ enum SendCommand {
         var pacer: ProviderRateLimiter?
         var startJitter: Duration?
         var caOnly = TLSConfiguration()
+        var retryAfterMaxNanoseconds = SendPolicy.retryAfterMaxDefaultNanoseconds
 
         func policy(limiter: ProviderRateLimiter?) -> SendPolicy {
-            SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer, resendsMax: resendsMax,
-                       rowDeadlineNanoseconds: requestTimeoutNanoseconds)
+            var policy = SendPolicy(retry: retry, retryUnknown: retryUnknown, limiter: limiter, pacer: pacer, resendsMax: resendsMax,
+                                    rowDeadlineNanoseconds: requestTimeoutNanoseconds)
+            policy.retryAfterMaxNanoseconds = retryAfterMaxNanoseconds
+            return policy
         }
     }
 
@@ -626,6 +631,8 @@ enum SendCommand {
             retryUnknown: parsed.flag("retry-unknown"), rates: rates, pacer: pacer,
             startJitter: try parsed.duration("start-jitter", range: .zero...(.seconds(86_400))))
         tuning.caOnly.additionalCAFile = parsed.value("ca-file")
+        tuning.retryAfterMaxNanoseconds = CommonOptions.nanoseconds(try parsed.duration("max-retry-after", default: .seconds(60),
+                                                                                       range: .zero...(.seconds(86_400))))
         return tuning
     }
 

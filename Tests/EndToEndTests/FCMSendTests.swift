@@ -96,6 +96,9 @@ final class FCMSendTests: XCTestCase {
             case "429":
                 token = prefixed("4290")
                 expected.attempts = 2
+            case "429project" where provider == "fcm":
+                token = prefixed("4291")
+                expected.attempts = 2
             case "invalid":
                 token = provider == "apns" ? "zz" + token.dropFirst(2) : "has space" + token
                 expected = Expected(provider: provider, outcome: "invalid", reason: "InvalidToken", attempts: nil)
@@ -296,9 +299,10 @@ final class FCMSendTests: XCTestCase {
         return windows
     }
 
-    /// A 429 with `Retry-After: 2` pauses FCM as a whole for 2 s, while APNs carries on.
+    /// A 429 naming the project quota with `Retry-After: 2` pauses FCM as a whole for 2 s, while
+    /// APNs carries on.
     func testRetryAfterPausesFCMWhileAPNsContinues() throws {
-        let fixture = try makeFixture(rows: 6_000) { $0 == 1001 ? "429" : "ok" }
+        let fixture = try makeFixture(rows: 6_000) { $0 == 1001 ? "429project" : "ok" }
         let mock = try Mock(directory: fixture.directory, extra: ["--fcm-retry-after", "2"])
         let run = try send(fixture, mock, ["--rate", "apns=1000/s,fcm=1000/s"])
         _ = mock.stop()
@@ -320,6 +324,63 @@ final class FCMSendTests: XCTestCase {
         XCTAssertEqual(byRow[1002]?["outcome"] as? String, "delivered")
         XCTAssertEqual(byRow[1002]?["attempts"] as? Int, 2)
         XCTAssertTrue(byRow.values.allSatisfy { $0["outcome"] as? String == "delivered" })
+    }
+
+    /// One device's quota (429 QUOTA_EXCEEDED, nothing naming the project) with `Retry-After: 2`
+    /// delays that row alone: FCM goes on at its rate meanwhile. Before, every such 429 paused
+    /// and halved the whole provider, and a campaign with 1 % of them crawled.
+    func testADeviceQuotaDelaysItsRowAloneAndFCMKeepsItsRate() throws {
+        let rows = 6_000
+        let fixture = try makeFixture(rows: rows, androidOnly: true) { $0 % 100 == 1 ? "429" : "ok" }
+        let mock = try Mock(directory: fixture.directory, extra: ["--fcm-retry-after", "2"])
+        let started = Date()
+        let run = try send(fixture, mock, ["--rate", "fcm=2000/s"])
+        let seconds = Date().timeIntervalSince(started)
+        _ = mock.stop()
+        XCTAssertEqual(run.status, 0, run.stderr)
+        // 6,000 rows at 2,000/s: 3 s, plus the last throttled rows' 2 s. A provider-wide pause per
+        // 429 (60 of them) took minutes.
+        XCTAssertLessThan(seconds, 12, "the run took \(seconds) s")
+        let log = mock.log.filter { $0["path"] as? String != "/token" }
+        let throttled = log.filter { $0["status"] as? Int == 429 }
+        XCTAssertEqual(throttled.count, rows / 100)
+        let first = try XCTUnwrap(throttled.first?["mono_ms"] as? Int)
+        let window = (first + 50)..<(first + 1000)
+        let inWindow = log.filter { window.contains($0["mono_ms"] as? Int ?? -1) }
+        XCTAssertGreaterThan(inWindow.count, 1000, "FCM went on at about 2,000/s after one device's 429")
+        let byRow = try results(fixture)
+        XCTAssertEqual(byRow.count, rows)
+        XCTAssertTrue(byRow.values.allSatisfy { $0["outcome"] as? String == "delivered" })
+        XCTAssertEqual(byRow[2]?["attempts"] as? Int, 2)
+        XCTAssertFalse(run.stderr.contains("pausing every send"), run.stderr)
+    }
+
+    /// A Retry-After of an hour with --request-timeout 5s, from a third of the devices at once (so
+    /// the spread rule pauses the provider): the run ends in seconds; the throttled rows end
+    /// failed (RetryAfterPastDeadline); a line names each pause, cut to --max-retry-after.
+    func testAnHourLongRetryAfterEndsInBoundedTime() throws {
+        let rows = 1_000
+        let fixture = try makeFixture(rows: rows, androidOnly: true) { $0 % 3 == 0 ? "429" : "ok" }
+        let mock = try Mock(directory: fixture.directory, extra: ["--fcm-retry-after", "3600"])
+        let started = Date()
+        let run = try send(fixture, mock, ["--request-timeout", "5s", "--max-retry-after", "6s"])
+        let seconds = Date().timeIntervalSince(started)
+        _ = mock.stop()
+        XCTAssertLessThan(seconds, 40, "the run took \(seconds) s")
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("fcm: pausing every send for 6 s after 429 QUOTA_EXCEEDED from many devices at once (the provider's own limit); "
+                                          + "its Retry-After of 3600 s cut to --max-retry-after; sending again at "), run.stderr)
+        let byRow = try results(fixture)
+        XCTAssertEqual(byRow.count, rows, "one line per row")
+        for (index, expected) in fixture.expected.enumerated() {
+            let line = byRow[index + 1] ?? [:]
+            if expected.attempts == 2 {
+                XCTAssertEqual(line["outcome"] as? String, "failed", "\(line)")
+                XCTAssertEqual(line["reason"] as? String, "RetryAfterPastDeadline", "\(line)")
+            } else {
+                XCTAssertEqual(line["outcome"] as? String, "delivered", "\(line)")
+            }
+        }
     }
 
     /// A service account whose key is not the one the token endpoint knows: exit 2 before the

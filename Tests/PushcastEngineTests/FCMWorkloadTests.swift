@@ -34,7 +34,8 @@ final class FCMWorkloadTests: XCTestCase {
         let workload: SendWorkload<FCMAdapter>
         let fatal = FCMAccessTokensTests.FatalLog()
 
-        init(attemptsMax: Int = 3, limit: Limit = .none, lifetimeSeconds: Int = 3600, channelCapacity: Int = 64, inFlightMax: Int = 32) throws {
+        init(attemptsMax: Int = 3, limit: Limit = .none, lifetimeSeconds: Int = 3600, channelCapacity: Int = 64, inFlightMax: Int = 32,
+             rowDeadlineNanoseconds: UInt64? = nil, retryAfterMaxNanoseconds: UInt64? = nil) throws {
             let endpoint = TokenEndpoint(lifetimeSeconds: lifetimeSeconds)
             self.endpoint = endpoint
             tokens = FCMAccessTokens(clock: tokenClock) { endpoint.fetch() }
@@ -47,7 +48,9 @@ final class FCMWorkloadTests: XCTestCase {
             }
             let retry = RetryPolicy(delayBaseNanoseconds: 100_000_000, delayMaxNanoseconds: 1_000_000_000, attemptsMax: attemptsMax)
             let settings = FCMSendSettings(authority: "fcm.googleapis.com", project: "P", tokens: tokens)
-            workload = SendWorkload(adapter: FCMAdapter(settings: settings), policy: SendPolicy(retry: retry, retryUnknown: false, limiter: limiter),
+            var policy = SendPolicy(retry: retry, retryUnknown: false, limiter: limiter, rowDeadlineNanoseconds: rowDeadlineNanoseconds)
+            if let retryAfterMaxNanoseconds { policy.retryAfterMaxNanoseconds = retryAfterMaxNanoseconds }
+            workload = SendWorkload(adapter: FCMAdapter(settings: settings), policy: policy,
                                     channel: channel, outcomes: outcomes, gauge: gauge, clock: clock, random: SplitMix64(seed: 11),
                                     inFlightMax: inFlightMax)
         }
@@ -89,8 +92,10 @@ final class FCMWorkloadTests: XCTestCase {
         }
     }
 
-    func makeRig(attemptsMax: Int = 3, limit: Limit = .none, lifetimeSeconds: Int = 3600, channelCapacity: Int = 64) throws -> Rig {
-        let rig = try Rig(attemptsMax: attemptsMax, limit: limit, lifetimeSeconds: lifetimeSeconds, channelCapacity: channelCapacity)
+    func makeRig(attemptsMax: Int = 3, limit: Limit = .none, lifetimeSeconds: Int = 3600, channelCapacity: Int = 64,
+                 rowDeadlineNanoseconds: UInt64? = nil, retryAfterMaxNanoseconds: UInt64? = nil) throws -> Rig {
+        let rig = try Rig(attemptsMax: attemptsMax, limit: limit, lifetimeSeconds: lifetimeSeconds, channelCapacity: channelCapacity,
+                          rowDeadlineNanoseconds: rowDeadlineNanoseconds, retryAfterMaxNanoseconds: retryAfterMaxNanoseconds)
         addTeardownBlock { rig.close() }
         return rig
     }
@@ -99,9 +104,14 @@ final class FCMWorkloadTests: XCTestCase {
 
     static let fcmError = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
 
-    static func envelope(_ code: Int, _ status: String, _ message: String, errorCode: String? = nil, field: String? = nil) -> String {
+    static func envelope(_ code: Int, _ status: String, _ message: String, errorCode: String? = nil, field: String? = nil,
+                         projectQuota: Bool = false) -> String {
         var details: [String] = []
         if let errorCode { details.append(#"{"@type":"\#(fcmError)","errorCode":"\#(errorCode)"}"#) }
+        if projectQuota {
+            details.append(#"{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com","#
+                + #""metadata":{"quota_metric":"fcm.googleapis.com/send_requests","quota_limit":"SendsPerMinutePerProject","service":"fcm.googleapis.com"}}"#)
+        }
         if let field {
             details.append(#"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"\#(field)","description":"\#(message)"}]}"#)
         }
@@ -123,7 +133,9 @@ final class FCMWorkloadTests: XCTestCase {
     static let internalError = envelope(500, "INTERNAL", "Internal error encountered.", errorCode: "INTERNAL")
     static let quotaExceeded = envelope(429, "RESOURCE_EXHAUSTED",
                                         "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:1234'.",
-                                        errorCode: "QUOTA_EXCEEDED")
+                                        errorCode: "QUOTA_EXCEEDED", projectQuota: true)
+    /// One device over its own limit (240 a minute): nothing names the project.
+    static let deviceQuotaExceeded = envelope(429, "RESOURCE_EXHAUSTED", "Quota exceeded for the device.", errorCode: "QUOTA_EXCEEDED")
     static let unauthenticated = envelope(401, "UNAUTHENTICATED",
                                           "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
     static let thirdPartyAuth = envelope(401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service", errorCode: "THIRD_PARTY_AUTH_ERROR")
@@ -457,6 +469,75 @@ final class FCMWorkloadTests: XCTestCase {
         XCTAssertEqual(out.first?.outcome, .delivered)
         XCTAssertEqual(out.first?.attempts, 2)
         XCTAssertEqual(out.count, 1 + fresh.count, "one outcome per row")
+    }
+
+    /// One device over its own quota: its row alone waits its Retry-After; every other row goes
+    /// at the full rate, and the provider is neither paused nor slowed.
+    func testADeviceQuotaDelaysOnlyItsRow() throws {
+        let rig = try makeRig(limit: .perSecond(1000))
+        let limiter = try XCTUnwrap(rig.limiter)
+        rig.feed(1...50)
+        let start = rig.clock.nowNanoseconds()
+        let (first, a) = try rig.next()
+        XCTAssertEqual(Self.row(of: first), 1)
+        rig.workload.received(tag: a, response: Self.response(429, Self.deviceQuotaExceeded, headers: [HTTP2Header("retry-after", "2")]))
+        XCTAssertFalse(limiter.isPaused(nowNanoseconds: start), "one device's quota paused the provider")
+        XCTAssertEqual(limiter.currentRatePerSecond, 1000, "one device's quota slowed the provider")
+        var sent: [Int] = []
+        for _ in 0..<200 {
+            rig.clock.advance(milliseconds: 1)
+            while let (request, tag) = rig.workload.nextRequest() {
+                sent.append(Self.row(of: request))
+                rig.workload.received(tag: tag, response: Self.delivered(row: Self.row(of: request)))
+            }
+        }
+        XCTAssertEqual(sent, Array(2...50), "the other rows went at once, the throttled one not before its Retry-After")
+        rig.clock.nanoseconds = start + 2_000_000_000
+        let (again, b) = try rig.next()
+        XCTAssertEqual(Self.row(of: again), 1, "the throttled row goes when its Retry-After has passed")
+        rig.workload.received(tag: b, response: Self.delivered(row: 1))
+        XCTAssertEqual(rig.drain().count, 50)
+    }
+
+    /// The spread rule: device-level 429s from a fifth or more of the rows within a second are
+    /// the provider's limit, whatever the bodies say: it slows and pauses.
+    func testDeviceQuotasFromManyDevicesAtOnceSlowTheProvider() throws {
+        let rig = try makeRig(limit: .perSecond(1000), channelCapacity: 256)
+        let limiter = try XCTUnwrap(rig.limiter)
+        rig.feed(1...100)
+        var throttledAnswers = 0
+        for _ in 0..<100 {
+            rig.clock.advance(milliseconds: 1)
+            while let (_, tag) = rig.workload.nextRequest() {
+                throttledAnswers += 1
+                rig.workload.received(tag: tag, response: Self.response(429, Self.deviceQuotaExceeded, headers: [HTTP2Header("retry-after", "1")]))
+            }
+            if limiter.isPaused(nowNanoseconds: rig.clock.nowNanoseconds()) { break }
+        }
+        XCTAssertTrue(limiter.isPaused(nowNanoseconds: rig.clock.nowNanoseconds()), "after \(throttledAnswers) device 429s")
+        XCTAssertEqual(throttledAnswers, Int(ProviderRateLimiter.spreadCountMin), "the rule holds from the twentieth")
+        XCTAssertEqual(limiter.currentRatePerSecond, 500, "the provider's rate halves")
+    }
+
+    /// A Retry-After past the row's deadline (an hour, with --request-timeout 5 s) ends the row at
+    /// once, failed with a reason saying so; the provider's pause is cut to --max-retry-after.
+    func testARetryAfterPastTheDeadlineEndsTheRowAndThePauseIsCapped() throws {
+        let rig = try makeRig(attemptsMax: 5, limit: .perSecond(100), rowDeadlineNanoseconds: 5_000_000_000, retryAfterMaxNanoseconds: 10_000_000_000)
+        let limiter = try XCTUnwrap(rig.limiter)
+        let workload = rig.workload
+        rig.feed(1...2)
+        let start = rig.clock.nowNanoseconds()
+        let (_, a) = try XCTUnwrap(workload.nextRequest())
+        workload.received(tag: a, response: Self.response(429, Self.quotaExceeded, headers: [HTTP2Header("retry-after", "3600")]))
+        XCTAssertTrue(limiter.isPaused(nowNanoseconds: start + 9_999_000_000))
+        XCTAssertFalse(limiter.isPaused(nowNanoseconds: start + 10_000_000_000), "the pause is cut to --max-retry-after")
+        let out = rig.drain()
+        XCTAssertEqual(out.map(\.outcome), [.failed])
+        XCTAssertEqual(out.first?.reason, "RetryAfterPastDeadline")
+        let notices = rig.outcomes.takeNotices()
+        XCTAssertEqual(notices.count, 1)
+        XCTAssertTrue(notices.first?.text.hasPrefix("fcm: pausing every send for 10 s after 429 QUOTA_EXCEEDED; its Retry-After of 3600 s cut") ?? false,
+                      "\(notices)")
     }
 
     func testARateLimitHandsOutAboutTheRateEachSecond() throws {

@@ -73,21 +73,21 @@ final class FCMResponseTests: XCTestCase {
             Row(name: "QUOTA_EXCEEDED with Retry-After", status: 429,
                 body: envelope(code: 429, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded", errorCode: "QUOTA_EXCEEDED"),
                 headers: [HTTP2Header("retry-after", "60")],
-                verdict: .retry(reason: "QUOTA_EXCEEDED", retryAfterSeconds: 60, throttle: true), errorCode: "QUOTA_EXCEEDED"),
+                verdict: .retry(reason: "QUOTA_EXCEEDED", retryAfterSeconds: 60, throttle: .device), errorCode: "QUOTA_EXCEEDED"),
             Row(name: "429 with no body", status: 429, body: "",
-                verdict: .retry(reason: "Status429", retryAfterSeconds: nil, throttle: true), errorCode: nil),
+                verdict: .retry(reason: "Status429", retryAfterSeconds: nil, throttle: .device), errorCode: nil),
             Row(name: "UNAVAILABLE with Retry-After", status: 503,
                 body: envelope(code: 503, status: "UNAVAILABLE", message: "The service is currently unavailable.", errorCode: "UNAVAILABLE"),
                 headers: [HTTP2Header("content-type", "application/json"), HTTP2Header("retry-after", "5")],
-                verdict: .retry(reason: "UNAVAILABLE", retryAfterSeconds: 5, throttle: false), errorCode: "UNAVAILABLE"),
+                verdict: .retry(reason: "UNAVAILABLE", retryAfterSeconds: 5, throttle: .none), errorCode: "UNAVAILABLE"),
             Row(name: "INTERNAL", status: 500,
                 body: envelope(code: 500, status: "INTERNAL", message: "Internal error encountered.", errorCode: "INTERNAL"),
-                verdict: .retry(reason: "INTERNAL", retryAfterSeconds: nil, throttle: false), errorCode: "INTERNAL"),
+                verdict: .retry(reason: "INTERNAL", retryAfterSeconds: nil, throttle: .none), errorCode: "INTERNAL"),
             Row(name: "502 HTML from a gateway", status: 502,
                 body: "<!DOCTYPE html><html lang=en><title>Error 502 (Server Error)!!1</title><p>That’s an error.</html>",
-                verdict: .retry(reason: "Status502", retryAfterSeconds: nil, throttle: false), errorCode: nil),
+                verdict: .retry(reason: "Status502", retryAfterSeconds: nil, throttle: .none), errorCode: nil),
             Row(name: "504 empty", status: 504, body: "",
-                verdict: .retry(reason: "Status504", retryAfterSeconds: nil, throttle: false), errorCode: nil),
+                verdict: .retry(reason: "Status504", retryAfterSeconds: nil, throttle: .none), errorCode: nil),
             Row(name: "THIRD_PARTY_AUTH_ERROR", status: 401,
                 body: envelope(code: 401, status: "UNAUTHENTICATED", message: "Auth error from APNS or Web Push Service",
                                errorCode: "THIRD_PARTY_AUTH_ERROR"),
@@ -112,10 +112,10 @@ final class FCMResponseTests: XCTestCase {
                 verdict: .fail(reason: "UNSPECIFIED_ERROR"), errorCode: "UNSPECIFIED_ERROR"),
             Row(name: "UNSPECIFIED_ERROR under 500", status: 500,
                 body: envelope(code: 500, status: "INTERNAL", message: nil, errorCode: "UNSPECIFIED_ERROR"),
-                verdict: .retry(reason: "UNSPECIFIED_ERROR", retryAfterSeconds: nil, throttle: false), errorCode: "UNSPECIFIED_ERROR"),
+                verdict: .retry(reason: "UNSPECIFIED_ERROR", retryAfterSeconds: nil, throttle: .none), errorCode: "UNSPECIFIED_ERROR"),
             Row(name: "unknown errorCode under 503", status: 503,
                 body: envelope(code: 503, status: "UNAVAILABLE", message: nil, errorCode: "SOMETHING_NEW"),
-                verdict: .retry(reason: "SOMETHING_NEW", retryAfterSeconds: nil, throttle: false), errorCode: "SOMETHING_NEW"),
+                verdict: .retry(reason: "SOMETHING_NEW", retryAfterSeconds: nil, throttle: .none), errorCode: "SOMETHING_NEW"),
             Row(name: "unknown errorCode under 400", status: 400,
                 body: envelope(code: 400, status: "FAILED_PRECONDITION", message: nil, errorCode: "SOMETHING_NEW"),
                 verdict: .fail(reason: "SOMETHING_NEW"), errorCode: "SOMETHING_NEW"),
@@ -192,7 +192,7 @@ final class FCMResponseTests: XCTestCase {
             XCTAssertNil(FCMRetryAfter.seconds(junk, nowEpochSeconds: 784_111_000), junk)
         }
         let result = summary(503, "", headers: [HTTP2Header("retry-after", date)], now: 784_111_777 - 12)
-        XCTAssertEqual(result.verdict, .retry(reason: "Status503", retryAfterSeconds: 12, throttle: false))
+        XCTAssertEqual(result.verdict, .retry(reason: "Status503", retryAfterSeconds: 12, throttle: .none))
         XCTAssertEqual(summary(503, "", headers: [HTTP2Header("retry-after", date)]).retryAfterSeconds, nil)
     }
 
@@ -283,7 +283,7 @@ final class FCMResponseTests: XCTestCase {
 
     func testDeepNestingAndHugeBodiesAreCheap() {
         let deep = #"{"error":{"details":"# + String(repeating: "[", count: 100_000) + "}}"
-        XCTAssertEqual(summary(503, deep).verdict, .retry(reason: "Status503", retryAfterSeconds: nil, throttle: false))
+        XCTAssertEqual(summary(503, deep).verdict, .retry(reason: "Status503", retryAfterSeconds: nil, throttle: .none))
         let many = #"{"error":{"status":"INTERNAL","details":["# + Array(repeating: #"{"@type":"x"}"#, count: 10_000).joined(separator: ",") + "]}}"
         XCTAssertEqual(summary(500, many).errorCode, "INTERNAL")
         let violations = (0..<100).map { _ in "message.data" }

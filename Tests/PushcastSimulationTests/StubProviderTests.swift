@@ -72,7 +72,7 @@ final class StubAdapter: ProviderAdapter {
         switch response.status {
         case 200: verdict = .delivered(messageID: response.headers.first { $0.name == "stub-ref" }?.value)
         case 410: verdict = .prune(reason: "Gone", unregisteredAt: nil)
-        case 429, 500...599: verdict = .retry(reason: "Busy", retryAfterSeconds: nil, throttle: false)
+        case 429, 500...599: verdict = .retry(reason: "Busy", retryAfterSeconds: nil, throttle: .none)
         default: verdict = .fail(reason: "Refused")
         }
         return ProviderAnswer(status: response.status, verdict: verdict)

@@ -250,7 +250,7 @@ final class ServerMisbehaviorTests: XCTestCase {
     func testModeNames() {
         XCTAssertEqual(ServerMisbehavior.modeNames,
                        ["refuse-all", "reset-all", "goaway-zero", "close-after-handshake", "silent", "garbage-after-preface",
-                        "huge-body", "huge-headers", "trickle", "window-zero"])
+                        "huge-body", "huge-headers", "trickle", "window-zero", "answer-then-refuse", "answer-then-goaway"])
         for name in ServerMisbehavior.modeNames { XCTAssertEqual(ServerMisbehavior(rawValue: name)?.rawValue, name) }
         XCTAssertNil(ServerMisbehavior(rawValue: "refuse"))
     }
