@@ -55,6 +55,9 @@ public struct TokenFileReaderOptions: Sendable {
     /// How much is read from the source at a time. The reader's buffer is
     /// `bufferBytes + lineBytesMax` bytes and never grows.
     public var bufferBytes = 256 * 1024
+    /// The most bytes a record may run on past the cap, skipped, before the input is judged not
+    /// to be text at all and reading stops with an error (no export has a 16 MiB line).
+    public var skipBytesMax = 16 << 20
     /// The most columns: CSV header fields, or distinct NDJSON keys over the whole file. An NDJSON
     /// line that would add one more is malformed. Bounds the per-row field tables.
     public var columnsMax = 1024

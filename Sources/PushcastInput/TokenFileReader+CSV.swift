@@ -39,6 +39,8 @@ enum CSVPhase {
 extension TokenFileReader {
     func readCSVHeader() throws {
         fieldsLimit = options.columnsMax
+        readingHeader = true
+        defer { readingHeader = false }
         while true {
             guard let step = try frameCSVRecord() else {
                 throw makeProblem(line: lineNumber, "missing header row (the input is empty)")
@@ -67,9 +69,23 @@ extension TokenFileReader {
                 }
                 names.append(trimmed(String(decoding: UnsafeBufferPointer(start: field, count: count), as: UTF8.self)))
             }
+            try refuseRepeatedNames(names, line: line)
             columns = names
             fieldsLimit = fields
             return
+        }
+    }
+
+    /// Two header columns with one name: a row's value would be read from the first alone, and
+    /// the second silently ignored. Empty names (trailing commas) may repeat.
+    private func refuseRepeatedNames(_ names: [String], line: Int) throws {
+        var seen: [String: Int] = [:]
+        for (index, name) in names.enumerated() where !name.isEmpty {
+            if let first = seen[name] {
+                throw makeProblem(line: line, "header: the column '\(name)' appears twice (columns \(first + 1) and \(index + 1)); "
+                    + "name each column once, or rename the one not to be used")
+            }
+            seen[name] = index
         }
     }
 

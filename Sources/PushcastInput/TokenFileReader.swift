@@ -39,6 +39,13 @@ public final class TokenFileReader {
     /// True after a problem: the rest of the record is discarded up to the next line end.
     var skipping = false
     var problem: RecordProblem?
+    /// Where (in bytes from the input's start) the record being skipped began, once a skip has
+    /// needed more input; nil otherwise. Bounds a skip: see `checkSkip`.
+    var skipOrigin: Int?
+    /// Bytes read from the source so far; `buffer[0]` is byte `bytesRead - dataEnd` of the input.
+    var bytesRead = 0
+    /// True while the CSV header is framed: a header past the cap is an error at once.
+    var readingHeader = false
 
     // Numbering.
     /// The physical line the record being framed starts on.
@@ -132,6 +139,7 @@ public final class TokenFileReader {
     /// (the partial record, or nothing while skipping) to the front. Sets `sourceEnded` at the end
     /// of input.
     func fill() throws {
+        if skipping { try checkSkip() }
         let keep = skipping ? scanPos : recordStart
         if keep == dataEnd || dataEnd == bufferCapacity {
             let kept = dataEnd - keep
@@ -151,6 +159,23 @@ public final class TokenFileReader {
             sourceEnded = true
         } else {
             dataEnd += count
+            bytesRead += count
+        }
+    }
+
+    /// A record being skipped (over the cap, or another shard's line) that finds no line end:
+    /// a header fails at once; a row fails once `skipBytesMax` bytes went by without a line end
+    /// (`/dev/zero`, an endless pipe, a binary file), so that no read goes on forever.
+    private func checkSkip() throws {
+        let start = bytesRead - dataEnd
+        if skipOrigin == nil { skipOrigin = start + recordStart }
+        if readingHeader, case .tooLong? = problem {
+            throw makeProblem(line: lineNumber, "header line longer than \(options.lineBytesMax) bytes")
+        }
+        let skipped = start + dataEnd - skipOrigin!
+        if skipped > options.skipBytesMax {
+            throw makeProblem(line: lineNumber, "no line end in \(skipped) bytes: this is not a text export "
+                + "(a device such as /dev/zero, an endless stream, or a binary file)")
         }
     }
 
@@ -194,6 +219,7 @@ public final class TokenFileReader {
         recordStart = next
         scanPos = next
         skipping = false
+        skipOrigin = nil
         return line
     }
 

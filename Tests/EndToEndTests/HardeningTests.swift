@@ -86,6 +86,31 @@ final class HardeningTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: input)), original, "stdin: the export changed")
     }
 
+    // MARK: - Inputs that are not exports
+
+    /// `/dev/zero` (read forever before, at 8.6 GB/s) and a header naming a column twice (the
+    /// first silently won): exit 2 at once, naming the file and line, nothing sent.
+    func testDevZeroAndARepeatedColumnStopAtOnceNamingTheCause() throws {
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let mock = try SendTests.Mock(directory: directory, extra: [])
+        defer { _ = mock.stop() }
+        let repeated = try write("repeated.csv", "token,name,token\n\(String(repeating: "ab", count: 32)),x,\(String(repeating: "cd", count: 32))\n")
+        let cases: [(String, [String], String)] = [
+            ("/dev/zero as CSV", ["/dev/zero", "--format", "csv"], "/dev/zero:1: header line longer than 65536 bytes"),
+            ("/dev/zero as NDJSON", ["/dev/zero", "--format", "ndjson"], "/dev/zero:1: no line end in "),
+            ("a column named twice", [repeated], "repeated.csv:1: header: the column 'token' appears twice (columns 1 and 3)"),
+        ]
+        for (what, input, message) in cases {
+            let started = Date()
+            let run = try runPushcast(["send"] + input + Array(sendArguments("x", mock, payload: payload).dropFirst(2))
+                                      + ["--results", directory + "/r.ndjson", "--quiet"], seconds: 30)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, what)
+            XCTAssertEqual(run.status, 2, "\(what): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains(message), "\(what): \(run.stderr)")
+        }
+        XCTAssertTrue(mock.log.isEmpty, "nothing was sent")
+    }
+
     // MARK: - Signals: a hang-up and a log pipe that goes away
 
     /// Starts a send with progress lines on a stderr pipe, returns the process and the pipe.
