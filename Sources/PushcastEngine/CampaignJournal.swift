@@ -88,11 +88,16 @@ public struct ContentHash: Sendable {
         state ^= state >> 31
     }
 
-    public var hex: String {
+    /// The hash of everything added so far.
+    public var value: UInt64 {
         var copy = self
         copy.mix(copy.tail ^ UInt64(copy.tailCount) << 56)
         copy.mix(UInt64(byteCount))
-        let text = String(copy.state, radix: 16)
+        return copy.state
+    }
+
+    public var hex: String {
+        let text = String(value, radix: 16)
         return String(repeating: "0", count: 16 - text.count) + text
     }
 }

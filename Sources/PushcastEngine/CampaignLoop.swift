@@ -245,7 +245,13 @@ final class CampaignLoop<Crew: CampaignCrew> {
             budget -= 1
             let record: InputRecord?
             do { record = try feeds[f].nextRecord() } catch {
-                outcomes.stop(reason: "cannot read \(feeds[f].reader.fileName): \(error)")
+                let reader = feeds[f].reader
+                var rows = ""
+                if error is InputChangedError, let reader = reader as? TokenFileReader {
+                    rows = "; the first changed row is row \(reader.lastRow + 1) or a later one, and no row from there on was sent "
+                        + "(every row sent is recorded): put the export back as it was and send --resume"
+                }
+                outcomes.stop(reason: "cannot read \(reader.fileName): \(error)\(rows)")
                 feedDone[f] = true
                 break
             }

@@ -52,6 +52,8 @@ public final class TokenFileReader {
     var lineNumber = 1
     /// The last data-row number handed out.
     var rowNumber = 0
+    /// The last data row handed out (or passed over): rows after it are not read yet.
+    public var lastRow: Int { rowNumber }
 
     // Per-record field table: offsets from the record's start, -1 for absent.
     var fieldStarts: UnsafeMutablePointer<Int>

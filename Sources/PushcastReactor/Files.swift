@@ -48,6 +48,14 @@ public final class InputFile {
         }
     }
 
+    /// The file's device and inode, and its size, when it is a regular file: a second open of
+    /// the same path compares them, to tell a file replaced or rewritten in between.
+    public var identity: (file: FileIdentity, size: Int)? {
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return (.inode(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)), Int(st.st_size))
+    }
+
     /// True for a regular file (so a fast line count makes sense), false for stdin or a pipe.
     public var isRegularFile: Bool {
         var st = stat()

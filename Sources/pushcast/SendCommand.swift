@@ -172,16 +172,20 @@ enum SendCommand {
         // with memory that stays flat whatever the file's size. It also sees every NDJSON key:
         // the readers that send declare them all, so a key first seen on line 2 is a column
         // from row 1, and a template's placeholders are checked against the whole file.
-        let open = { try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: format, fileName: fileName) }
-        let hashing = { () throws -> (TokenFileReader, HashingByteSource) in
-            let source = HashingByteSource(InputFileSource(try InputFile(path: path)))
+        let witness = FirstReadWitness()
+        let hashing: () throws -> (TokenFileReader, HashingByteSource) = {
+            let file = try InputFile(path: path)
+            witness.identity = file.identity
+            let recorder = ChunkRecordingByteSource(InputFileSource(file))
+            witness.recorder = recorder
+            let source = HashingByteSource(recorder)
             return (try TokenFileReader(source: source, format: format, fileName: fileName), source)
         }
         let first = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
                                        campaign: campaign, defaultProvider: defaultProvider, shard: shard)
         reader.declareColumns(first.columns)
         let reopen = {
-            let again = try open()
+            let again = try TokenFileReader(source: try witness.verifiedSource(path: path), format: format, fileName: fileName)
             again.declareColumns(first.columns)
             return again
         }
@@ -263,12 +267,17 @@ enum SendCommand {
         let (first, reopen) = try firstRead(parsed, input: input, path: path, format: format, reader: reader, configured: configured,
                                             campaign: campaign, defaultProvider: defaultProvider, shard: shard, templateTexts: templateTexts)
         let duplicatePlan = first.plan
-        let layout = reopen != nil || format == .csv ? try strictLayout(reader, parsed, defaultProvider, fileName)
-            : RowLayout(growing: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
+        // Every read that sends opens the file again, verified chunk by chunk against the first
+        // read; the reader opened for the header is not one of them.
+        let sending = try reopen.map { reopen in
+            do { return try reopen() } catch { throw CommandFailure("cannot read \(fileName): \(error)") }
+        } ?? reader
+        let layout = reopen != nil || format == .csv ? try strictLayout(sending, parsed, defaultProvider, fileName)
+            : RowLayout(growing: sending.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
 
-        let (renderings, settings, apnsEndpoint) = try renderings(parsed, columns: reader.columns, apnsTemplate: apnsTemplate,
+        let (renderings, settings, apnsEndpoint) = try renderings(parsed, columns: sending.columns, apnsTemplate: apnsTemplate,
                                                                   fcmTemplate: fcmTemplate, tokenSource: tokenSource)
-        var core = CampaignPlan(inputPath: path, fileName: fileName, format: format, reader: reader, layout: layout, renderings: renderings,
+        var core = CampaignPlan(inputPath: path, fileName: fileName, format: format, reader: sending, layout: layout, renderings: renderings,
                                 catalog: catalog, campaign: campaign)
         core.totalRows = first.shardRows
         core.reopen = reopen

@@ -2,6 +2,8 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastInput
+import PushcastReactor
 
 /// `--shard`: which shard this process sends, and the per-shard file names.
 extension SendCommand {
@@ -38,5 +40,28 @@ extension SendCommand {
     private static func example(_ path: String) -> String {
         guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return path + "-{shard}" }
         return path[..<dot] + "-{shard}" + path[dot...]
+    }
+}
+
+/// What the first read of an export saw (its file's identity and size, its chunk hashes), for
+/// the reads that send to check against.
+final class FirstReadWitness {
+    var identity: (file: FileIdentity, size: Int)?
+    var recorder: ChunkRecordingByteSource?
+
+    /// The export opened again, refused when it is another file or another size than the first
+    /// read's, and verified chunk by chunk as it is read.
+    func verifiedSource(path: String) throws -> ByteSource {
+        let file = try InputFile(path: path)
+        if let seen = identity, let now = file.identity {
+            guard now.file == seen.file else {
+                throw InputChangedError(offset: 0, what: "another file now has its name (replaced, or moved over)")
+            }
+            guard now.size == seen.size else {
+                throw InputChangedError(offset: min(now.size, seen.size), what: "its size went from \(seen.size) to \(now.size) bytes")
+            }
+        }
+        guard let recorder else { return InputFileSource(file) }
+        return ChunkVerifyingByteSource(InputFileSource(file), plan: recorder.plan)
     }
 }

@@ -111,6 +111,55 @@ final class HardeningTests: XCTestCase {
         XCTAssertTrue(mock.log.isEmpty, "nothing was sent")
     }
 
+    // MARK: - An export rewritten while it is sent
+
+    /// `cat new.csv > in.csv` mid-run used to send 15,047 old rows and 4,953 new ones, exit 0.
+    /// Now the run stops with exit 2 at the first changed chunk, nothing of the new content goes
+    /// out, and with the export put back, `--resume` finishes it: every row once.
+    func testAnExportRewrittenMidRunStopsAndNothingNewIsSent() throws {
+        let rows = 200_000
+        let input = try tokens(rows)
+        let original = try Data(contentsOf: URL(fileURLWithPath: input))
+        let rewritten = String(decoding: original, as: UTF8.self).replacingOccurrences(of: "2222", with: "7777")
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let mock = try SendTests.Mock(directory: directory, extra: ["--latency-ms", "20"])
+        let arguments = sendArguments(input, mock, payload: payload)
+            + ["--results", directory + "/results.ndjson", "--prune", directory + "/prune.csv", "--connections", "1", "--streams", "100", "--quiet"]
+        let rewrite = Thread {
+            Thread.sleep(forTimeInterval: 2)
+            // In place, as `cat new.csv > in.csv` does: the same inode, truncated and written.
+            if let handle = FileHandle(forWritingAtPath: input) {
+                handle.truncateFile(atOffset: 0)
+                handle.write(Data(rewritten.utf8))
+                handle.closeFile()
+            }
+        }
+        rewrite.start()
+        let run = try runPushcast(arguments, seconds: 120)
+        _ = mock.stop()
+        XCTAssertEqual(run.status, 2, String(run.stderr.suffix(800)))
+        XCTAssertTrue(run.stderr.contains("the input changed since it was first read"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("the first changed row is row "), run.stderr)
+        let sent = mock.log.compactMap { $0["token"] as? String }
+        XCTAssertFalse(sent.isEmpty)
+        XCTAssertLessThan(sent.count, rows, "the run stopped before the end")
+        XCTAssertTrue(sent.allSatisfy { $0.hasSuffix(String(repeating: "2", count: 56)) }, "a row of the new content was sent")
+        let first = try resultsByRow(directory + "/results.ndjson")
+        XCTAssertEqual(Set(first.values.compactMap { $0["token"] as? String }), Set(sent), "every row sent is recorded")
+
+        try original.write(to: URL(fileURLWithPath: input))
+        try FileManager.default.createDirectory(atPath: directory + "/again", withIntermediateDirectories: true)
+        let healthy = try SendTests.Mock(directory: directory + "/again", extra: [])
+        let resumed = try runPushcast(sendArguments(input, healthy, payload: payload)
+            + ["--results", directory + "/results.ndjson", "--prune", directory + "/prune.csv", "--quiet", "--resume"], seconds: 120)
+        _ = healthy.stop()
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        let again = healthy.log.compactMap { $0["token"] as? String }
+        XCTAssertEqual(again.count + sent.count, rows, "every row sent once in all")
+        XCTAssertTrue(Set(again).isDisjoint(with: sent), "a row went twice")
+        XCTAssertEqual(try resultsByRow(directory + "/results.ndjson").count, rows)
+    }
+
     // MARK: - Signals: a hang-up and a log pipe that goes away
 
     /// Starts a send with progress lines on a stderr pipe, returns the process and the pipe.
