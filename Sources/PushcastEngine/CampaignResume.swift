@@ -36,11 +36,11 @@ extension CampaignDurability {
         }
         // Its size says whether it holds lines: a fresh or forced run never reads it.
         let holdsLines = (FileSystem.size(resultsPath) ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
+        if holdsLines && request.resume && journalBytes.isEmpty && !request.force {
+            return try resumeWithoutJournal(file: file, resultsPath: resultsPath, format: format, fingerprint: fingerprint,
+                                            request: request, note: note)
+        }
         guard request.resume && !journalBytes.isEmpty && !request.force else {
-            if holdsLines && !request.force && request.resume {
-                throw .options("\(resultsPath) holds results but there is no journal beside it, so nothing tells which "
-                    + "rows may have gone out: --force starts the campaign over (and truncates the file)")
-            }
             if holdsLines && !request.force {
                 throw .options("\(resultsPath) already holds results: --resume goes on with this campaign, "
                     + "--force starts it over (and truncates the file)")
@@ -52,6 +52,33 @@ extension CampaignDurability {
         }
         return try resume(file: file, journalBytes: journalBytes, resultsPath: resultsPath,
                           format: format, fingerprint: fingerprint, request: request, note: note)
+    }
+
+    /// The results survive but the journal is gone: the rows with a line are done; of the
+    /// others nobody can tell which went out. Only with --retry-unknown (the user accepts that
+    /// some of them may get it twice) are they sent; else nothing is, and the message says how
+    /// many are at stake and what each way on costs.
+    private static func resumeWithoutJournal(file: JournalFile, resultsPath: String, format: ResultsFormat,
+                                             fingerprint: CampaignFingerprint, request: ResumeRequest,
+                                             note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
+        var summary = CampaignSummary()
+        var prune = ByteBuffer(capacity: 16 * 1024)
+        let recovered = try RecoveredResults.read(path: resultsPath, format: format) { record in
+            summary.record(record)
+            if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
+        }
+        guard request.retryUnknown else {
+            throw .options("\(resultsPath) holds \(recovered.count) results but its journal \(file.path) is gone, so nothing tells "
+                + "which rows without a line went out. send --resume --retry-unknown keeps those \(recovered.count) rows and sends "
+                + "every other row (one that went out before gets it twice); --force starts over and sends every row again")
+        }
+        if recovered.tornBytes > 0 {
+            do { try truncateFile(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
+        }
+        note("resuming without a journal: \(recovered.count) rows already finished; every other row is sent (--retry-unknown)")
+        let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy)
+        return CampaignDurability(journal: journal, policy: request.policy, recovered: recovered, earlier: nil,
+                                  retryUnknown: true, summary: summary, restoredPrune: prune)
     }
 
     private static func resume(file: JournalFile, journalBytes: [UInt8], resultsPath: String,

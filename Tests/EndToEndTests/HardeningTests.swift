@@ -160,6 +160,43 @@ final class HardeningTests: XCTestCase {
         XCTAssertEqual(try resultsByRow(directory + "/results.ndjson").count, rows)
     }
 
+    // MARK: - A journal deleted, its results kept
+
+    /// Before, the only way on was --force, which resent every row. Now --resume alone sends
+    /// nothing and says what is at stake; with --retry-unknown it keeps the finished rows and
+    /// sends only the rows without a line.
+    func testAResumeWithoutItsJournalKeepsTheFinishedRowsAndAsksBeforeSendingTheRest() throws {
+        let rows = 3_000
+        let input = try tokens(rows)
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let mock = try SendTests.Mock(directory: directory, extra: [])
+        let results = directory + "/results.ndjson"
+        let arguments = sendArguments(input, mock, payload: payload) + ["--results", results, "--prune", directory + "/prune.csv", "--quiet"]
+        XCTAssertEqual(try runPushcast(arguments, seconds: 60).status, 0)
+        // Keep the first 1,000 lines only, as if the run had been cut there, and lose the journal.
+        let lines = try String(contentsOfFile: results, encoding: .utf8).split(separator: "\n").prefix(1000)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: results, atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: results + ".journal")
+        let kept = Set(try resultsByRow(results).keys)
+
+        let refused = try runPushcast(arguments + ["--resume"], seconds: 60)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("holds 1000 results but its journal"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("--resume --retry-unknown keeps those 1000 rows"), refused.stderr)
+
+        let resumed = try runPushcast(arguments + ["--resume", "--retry-unknown"], seconds: 60)
+        _ = mock.stop()
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        let final = try resultsByRow(results)
+        XCTAssertEqual(final.count, rows, "one line per row")
+        // The log is whole once the mock has stopped: the first run's rows, then the resume's.
+        var sends: [String: Int] = [:]
+        for entry in mock.log { sends[entry["token"] as? String ?? "", default: 0] += 1 }
+        let keptTokens = Set(kept.compactMap { final[$0]?["token"] as? String })
+        XCTAssertEqual(sends.values.reduce(0, +), rows + (rows - kept.count), "the refused resume sent nothing, the second only the rows without a line")
+        XCTAssertTrue(keptTokens.allSatisfy { sends[$0] == 1 }, "a finished row was sent again")
+    }
+
     // MARK: - Signals: a hang-up and a log pipe that goes away
 
     /// Starts a send with progress lines on a stderr pipe, returns the process and the pipe.
