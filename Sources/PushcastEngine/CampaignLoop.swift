@@ -228,9 +228,11 @@ final class CampaignLoop<Crew: CampaignCrew> {
     /// when a sink cannot have it, the run stops sending (what is in flight still lands).
     private func reserveRoom() -> Bool {
         let rows = board.outstandingMax + Self.rowsPerTurn * feeds.count
-        guard let full = sinks.first(where: { !$0.reserve(rows: rows) }) else { return true }
-        if interruptedBecause == nil { interruptedBecause = "the disk is full: resumable with send --resume once there is room" }
-        outcomes.stop(reason: "the disk is full: cannot reserve space for \(rows) more outcomes in \(full.name); "
+        let rowsLeft = totalRows.map { max(0, $0 - summary.rows) }
+        guard let full = sinks.first(where: { !$0.reserve(rows: rows, rowsLeft: rowsLeft) }) else { return true }
+        let short = full.shortfall.map { " (\($0))" } ?? ""
+        if interruptedBecause == nil { interruptedBecause = "the disk is full\(short): resumable with send --resume once there is room" }
+        outcomes.stop(reason: "the disk is full: cannot reserve space for \(min(rows, rowsLeft ?? rows)) more outcomes in \(full.name)\(short); "
             + "stopped sending, every notification already sent is recorded")
         return false
     }

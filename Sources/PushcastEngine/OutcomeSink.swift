@@ -15,8 +15,11 @@ public protocol OutcomeSink: AnyObject {
     func flush(final: Bool) throws(CampaignError)
     /// Makes sure `rows` more outcomes can be recorded even if the disk fills: false when the
     /// space cannot be had. A run that hears false stops sending new rows, and the rows in flight
-    /// still land in the reserved space.
-    func reserve(rows: Int) -> Bool
+    /// still land in the reserved space. `rowsLeft`: how many rows the run may still record at
+    /// most (nil: unknown), so that nothing is reserved past what the run can write.
+    func reserve(rows: Int, rowsLeft: Int?) -> Bool
+    /// After a `reserve` that failed: how much space was needed, and how much is free.
+    var shortfall: String? { get }
     /// Hands everything buffered to the kernel now, and with `durable` makes it survive power
     /// loss (fdatasync).
     func sync(durable: Bool) throws(CampaignError)
@@ -29,17 +32,20 @@ public protocol OutcomeSink: AnyObject {
 
 extension OutcomeSink {
     public func processDied() {}
+    public var shortfall: String? { nil }
 }
 
 /// The results file (one line per row, NDJSON or CSV) and the prune file (dead and invalid
 /// tokens), both 0600. Lines are encoded into buffers and go to the files once they outgrow the
 /// files' own buffers (handing over less would copy every line a second time).
 public final class ResultFilesSink: OutcomeSink {
-    /// Bytes reserved per outcome in the results file, and in the prune file: a line with an
-    /// APNs token, an id and an error text fits several times over. (A row with a 4 KiB FCM
-    /// token takes more; the margin of the others covers a few such rows.)
-    public static let bytesPerRowReserved = 1024
-    public static let pruneBytesPerRowReserved = 512
+    /// Bytes reserved per outcome in the results file, and in the prune file, until 64 rows
+    /// have been written: a line with an APNs token, an id and an error text fits twice over.
+    /// From then on, twice the lines' measured average (at least 64 and 16 bytes).
+    public static let bytesPerRowReserved = 512
+    public static let pruneBytesPerRowReserved = 128
+    /// Reservations grow by at most this much at once, and never past what the rows left need.
+    public static let reserveStepMax = 16 << 20
 
     private let results: OutputFile
     private let prune: OutputFile
@@ -51,6 +57,11 @@ public final class ResultFilesSink: OutcomeSink {
     /// a buffer that did reach the file).
     private var broken = false
     public let name: String
+    /// Rows recorded and bytes encoded by this run, for the measured line sizes.
+    private var rowsRecorded = 0
+    private var resultsBytes = 0
+    private var pruneBytes = 0
+    public private(set) var shortfall: String?
 
     /// Creates both files (and writes their headers). With `resuming`, the results file keeps
     /// its lines and new ones follow them; the prune file is written anew, starting with
@@ -72,8 +83,12 @@ public final class ResultFilesSink: OutcomeSink {
     }
 
     public func record(_ record: inout OutcomeRecord) {
+        let before = (encoded.count, pruneEncoded.count)
         ResultEncoding.appendLine(record, format: format, columns: columns, to: &encoded)
         if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &pruneEncoded) }
+        rowsRecorded += 1
+        resultsBytes += encoded.count - before.0
+        pruneBytes += pruneEncoded.count - before.1
     }
 
     public func flush(final: Bool) throws(CampaignError) {
@@ -93,9 +108,30 @@ public final class ResultFilesSink: OutcomeSink {
         }
     }
 
-    public func reserve(rows: Int) -> Bool {
-        results.reserve(headroom: rows * Self.bytesPerRowReserved + encoded.count)
-            && prune.reserve(headroom: rows * Self.pruneBytesPerRowReserved + pruneEncoded.count, step: 1 << 20)
+    public func reserve(rows: Int, rowsLeft: Int?) -> Bool {
+        let measured = rowsRecorded >= 64
+        let perRow = measured ? max(64, 2 * resultsBytes / rowsRecorded) : Self.bytesPerRowReserved
+        let prunePerRow = measured ? max(16, 2 * pruneBytes / rowsRecorded) : Self.pruneBytesPerRowReserved
+        let covered = min(rows, rowsLeft ?? rows)
+        let resultsNeed = covered * perRow + encoded.count
+        let pruneNeed = covered * prunePerRow + pruneEncoded.count
+        // Never past what the rows left can write: the last reservations shrink to fit.
+        let resultsCeiling = rowsLeft.map { $0 * perRow + encoded.count }
+        let pruneCeiling = rowsLeft.map { $0 * prunePerRow + pruneEncoded.count }
+        if !results.reserve(headroom: resultsNeed, step: Self.reserveStepMax, ceiling: resultsCeiling) {
+            shortfall = Self.shortfall(results, needed: resultsNeed)
+            return false
+        }
+        if !prune.reserve(headroom: pruneNeed, step: 1 << 20, ceiling: pruneCeiling) {
+            shortfall = Self.shortfall(prune, needed: pruneNeed)
+            return false
+        }
+        return true
+    }
+
+    private static func shortfall(_ file: OutputFile, needed: Int) -> String {
+        func megabytes(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
+        return "\(file.path) needs \(megabytes(needed)) more, and \(file.freeBytes.map(megabytes) ?? "an unknown amount") is free"
     }
 
     public func sync(durable: Bool) throws(CampaignError) {
@@ -135,3 +171,4 @@ public final class ResultFilesSink: OutcomeSink {
         prune.dropBuffered()
     }
 }
+

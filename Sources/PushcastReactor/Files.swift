@@ -184,10 +184,12 @@ public final class OutputFile {
     /// the file system is full: what is already reserved can still be written, so a caller that
     /// stops producing new work here loses none of the work in flight. A file system without
     /// fallocate reserves nothing and always answers true (the write itself reports a full disk).
-    public func reserve(headroom: Int, step: Int = 16 << 20) -> Bool {
+    /// `ceiling`: the most bytes the writer can still append; no step reaches past it.
+    public func reserve(headroom: Int, step: Int = 16 << 20, ceiling: Int? = nil) -> Bool {
         let needed = written + used + headroom
         guard canReserve, needed > reservedEnd else { return true }
-        let length = max(step, needed - reservedEnd)
+        var length = max(step, needed - reservedEnd)
+        if let ceiling { length = min(length, max(needed, written + used + ceiling) - reservedEnd) }
         if curing_reserve_space(fd, Int64(reservedEnd), Int64(length)) == 0 {
             reservedEnd += length
             return true
@@ -197,6 +199,13 @@ public final class OutputFile {
             return true
         }
         return false
+    }
+
+    /// Bytes free to this process on the file's file system (fstatvfs), nil when unknown.
+    public var freeBytes: Int? {
+        var info = statvfs()
+        guard fstatvfs(fd, &info) == 0 else { return nil }
+        return Int(info.f_bavail) * Int(info.f_frsize)
     }
 
     /// Gives back the blocks reserved past the end of what was written (at the end of a run).

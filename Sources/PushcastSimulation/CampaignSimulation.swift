@@ -90,7 +90,7 @@ public final class RecordingSink: OutcomeSink {
     public var name: String { "the simulation's records" }
     public func record(_ record: inout OutcomeRecord) { records.append(record) }
     public func flush(final: Bool) throws(CampaignError) {}
-    public func reserve(rows: Int) -> Bool { true }
+    public func reserve(rows: Int, rowsLeft: Int?) -> Bool { true }
     public func sync(durable: Bool) throws(CampaignError) {}
     public func close() throws(CampaignError) {}
 }

@@ -238,13 +238,13 @@ final class HostileTests: XCTestCase {
 
     /// Runs `body` with a fresh 24 MiB tmpfs mounted at a new directory (root only: CI and the
     /// development machines run as root), unmounted afterwards.
-    private func withSmallFileSystem(_ body: (String) throws -> Void) throws {
+    private func withSmallFileSystem(megabytes: Int = 24, _ body: (String) throws -> Void) throws {
         guard getuid() == 0 else { throw XCTSkip("mounting a small tmpfs needs root") }
         let mountPoint = directory + "/small"
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
         let mount = Process()
         mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-        mount.arguments = ["-t", "tmpfs", "-o", "size=24m", "tmpfs", mountPoint]
+        mount.arguments = ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint]
         try mount.run()
         mount.waitUntilExit()
         XCTAssertEqual(mount.terminationStatus, 0, "mount -t tmpfs failed")
@@ -260,7 +260,8 @@ final class HostileTests: XCTestCase {
 
     func testAFullDiskStopsSendingAndRecordsEveryNotificationSent() throws {
         try withSmallFileSystem { small in
-            let rows = 60_000
+            // About 250 bytes a line: 30 MB of results, more than the 24 MiB there is.
+            let rows = 120_000
             var lines = ["device_id,token"]
             lines.reserveCapacity(rows + 1)
             for i in 0..<rows { lines.append("device-\(i),\(String(format: "%08x", i))\(String(repeating: "0", count: 56))") }
@@ -286,6 +287,28 @@ final class HostileTests: XCTestCase {
             XCTAssertLessThan(delivered.count, rows, "the disk never filled")
             let answered = Set(mock.log.filter { $0["status"] as? Int == 200 }.compactMap { $0["token"] as? String })
             XCTAssertEqual(answered, delivered, "every notification the mock delivered is in the results file")
+            XCTAssertTrue(run.stderr.contains(" is free)"), "the message says what is needed and what is free: \(run.stderr)")
+        }
+    }
+
+    /// A campaign that needs about 2.5 MB on a disk with 8 MiB: it goes through in one run. Space
+    /// is reserved for the rows left at the measured line size, not 55 MB up front (which
+    /// stopped each attempt after a few rows).
+    func testASmallDiskThatHoldsTheCampaignIsEnough() throws {
+        try withSmallFileSystem(megabytes: 8) { small in
+            let rows = 10_000
+            var lines = ["device_id,token"]
+            for i in 0..<rows { lines.append("device-\(i),\(String(format: "%08x", i))\(String(repeating: "0", count: 56))") }
+            let input = try write("tokens.csv", lines.joined(separator: "\n") + "\n")
+            let payload = try write("payload.json", #"{"aps":{"alert":"hi {{device_id}}"}}"#)
+            let mock = try startMock([])
+            var arguments = sendArguments(input, mock, payload: payload)
+            arguments[arguments.firstIndex(of: directory + "/results.ndjson")!] = small + "/results.ndjson"
+            arguments[arguments.firstIndex(of: directory + "/prune.csv")!] = small + "/prune.csv"
+            let run = try runPushcast(["send"] + arguments, seconds: 120)
+            _ = mock.stop()
+            XCTAssertEqual(run.status, 0, run.stderr)
+            XCTAssertEqual(try resultsByRow(small + "/results.ndjson").count, rows)
         }
     }
 }
