@@ -106,7 +106,8 @@ public final class LaneBoard {
         wirings.map { wiring in
             CampaignProgress.LaneFigures(provider: wiring.lane.provider,
                                      inFlight: wiring.gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
-                                     retries: wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) })
+                                     retries: wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) },
+                                     drops: wiring.lane.client.drops.byReason)
         }
     }
 
@@ -116,6 +117,8 @@ public final class LaneBoard {
             let retries = wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) }
             summary.retriesByProvider[wiring.lane.provider] = retries
             summary.retries += retries
+            let drops = wiring.lane.client.drops.byReason
+            if !drops.isEmpty { summary.connectionsDropped[wiring.lane.provider] = drops }
         }
     }
 }

@@ -97,6 +97,13 @@ public struct CampaignMetrics {
             out.sample("pushcast_retries_total", [("provider", lane.provider.rawValue)], Double(retries))
         }
         // The rate over the time since the last rendering (since the start for the first).
+        out.family("pushcast_connections_dropped_total", "counter",
+                   "Connections that ended other than gracefully (closed by the server, an error from it, no answer to PING), by reason.")
+        for lane in progress.lanes {
+            for (reason, count) in lane.drops.sorted(by: { $0.key < $1.key }) {
+                out.sample("pushcast_connections_dropped_total", [("provider", lane.provider.rawValue), ("reason", reason)], Double(count))
+            }
+        }
         out.family("pushcast_rows_per_second", "gauge", "Rows finished per second since the previous update of this file.")
         let rows = progress.summary.byProvider.mapValues(\.rows)
         let elapsed = progress.elapsedSeconds

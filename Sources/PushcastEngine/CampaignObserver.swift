@@ -18,6 +18,8 @@ public struct CampaignProgress {
         public let provider: ProviderID
         public let inFlight: Int
         public let retries: Int
+        /// Connections dropped so far, by reason (`ConnectionDrops`).
+        public var drops: [String: Int] = [:]
     }
 
     public var elapsedSeconds: Double { max(0.001, Double(elapsedNanoseconds) / 1e9) }

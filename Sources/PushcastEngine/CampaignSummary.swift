@@ -64,6 +64,8 @@ public struct CampaignSummary: Sendable {
     /// Things the run met that changed no outcome but that its owner should know (a log
     /// pipe that went away); each said once.
     public var notes: [String] = []
+    /// Connections dropped (not closed gracefully), per provider and reason.
+    public var connectionsDropped: [ProviderID: [String: Int]] = [:]
     /// The run stopped early and can be resumed (`send --resume`): a signal, a full disk, or a
     /// server that turned bad after answering. Exit status 3.
     public var interrupted = false
@@ -152,6 +154,10 @@ public struct CampaignSummary: Sendable {
                 }
             }
         }
+        for (provider, drops) in connectionsDropped.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            lines.append("connections dropped (\(provider.rawValue)): " + drops.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+                .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
         for note in notes { lines.append("note: \(note)") }
         if let stoppedBecause { lines.append("stopped: \(stoppedBecause)") }
         return lines.joined(separator: "\n")
@@ -218,6 +224,21 @@ public struct CampaignSummary: Sendable {
         ResultEncoding.appendJSONString(stoppedBecause, to: &out)
         out += ",\"interrupted\":".utf8
         out += (interrupted ? "true" : "false").utf8
+        if !connectionsDropped.isEmpty {
+            out += ",\"connections_dropped\":{".utf8
+            for (i, entry) in connectionsDropped.sorted(by: { $0.key.rawValue < $1.key.rawValue }).enumerated() {
+                if i > 0 { out.append(0x2C) }
+                out += "\"\(entry.key.rawValue)\":{".utf8
+                for (j, drop) in entry.value.sorted(by: { $0.key < $1.key }).enumerated() {
+                    if j > 0 { out.append(0x2C) }
+                    ResultEncoding.appendJSONString(drop.key, to: &out)
+                    out.append(0x3A)
+                    ResultEncoding.appendInteger(drop.value, to: &out)
+                }
+                out += "}".utf8
+            }
+            out += "}".utf8
+        }
         if !notes.isEmpty {
             out += ",\"notes\":[".utf8
             for (i, note) in notes.enumerated() {

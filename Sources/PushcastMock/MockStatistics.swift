@@ -179,6 +179,8 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
     /// Requests answered `:status 200` and then cut by RST_STREAM or GOAWAY (answer-then-refuse,
     /// answer-then-goaway): each one is a request the client sent.
     public var answersCut = 0
+    /// PING bursts sent (ping-flood).
+    public var pingFloods = 0
 
     public init() {}
 
@@ -198,6 +200,8 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
         case .windowWithheld: windowsWithheld += 1
         case .connectionDropped: connectionsDropped += 1
         case .answerCut: answersCut += 1
+        case .closedHalfAnswered: connectionsClosed += 1
+        case .pingsFlooded: pingFloods += 1
         }
     }
 
@@ -214,13 +218,14 @@ public struct MockMisbehaviorStatistics: Sendable, Equatable {
         windowsWithheld += other.windowsWithheld
         connectionsDropped += other.connectionsDropped
         answersCut += other.answersCut
+        pingFloods += other.pingFloods
     }
 
     public var json: String {
         "{\"streams_refused\":\(streamsRefused),\"streams_reset\":\(streamsReset),\"requests_ignored\":\(requestsIgnored),"
             + "\"goaways_sent\":\(goAwaysSent),\"connections_closed\":\(connectionsClosed),\"garbage_sent\":\(garbageSent),"
             + "\"huge_bodies_sent\":\(hugeBodiesSent),\"huge_headers_sent\":\(hugeHeadersSent),\"connections_trickled\":\(connectionsTrickled),"
-            + "\"windows_withheld\":\(windowsWithheld),\"connections_dropped\":\(connectionsDropped),\"answers_cut\":\(answersCut)}"
+            + "\"windows_withheld\":\(windowsWithheld),\"connections_dropped\":\(connectionsDropped),\"answers_cut\":\(answersCut),\"ping_floods\":\(pingFloods)}"
     }
 }
 

@@ -27,6 +27,9 @@ public struct ClientConfiguration: Sendable {
     /// Whether any worker of this configuration (one provider's lane) has had an answer: a
     /// breaker that trips after that says the server turned bad mid-run. Copies share it.
     public let answers = ServerAnswers()
+    /// Connections dropped (not closed gracefully), by reason, over every worker of the lane.
+    /// Copies share it.
+    public let drops = ConnectionDrops()
 
     public init(endpoint: Endpoint, address: String, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
         self.endpoint = endpoint
@@ -43,6 +46,26 @@ public final class ServerAnswers: Sendable {
     public init() {}
     public var any: Bool { answered.load(ordering: .relaxed) }
     func record() { answered.store(true, ordering: .relaxed) }
+}
+
+/// Connections that ended other than gracefully (closed by the server, a protocol or TLS error
+/// from it, no answer to PING), by reason: the summary and the metrics show them, so that a run
+/// that ends with rows unknown says what the server did. At most `reasonsMax` reasons are told
+/// apart; the rest count as "other".
+public final class ConnectionDrops: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+    public static let reasonsMax = 16
+
+    public init() {}
+
+    public func count(_ reason: String) {
+        counts.withLock { counts in
+            let key = counts[reason] != nil || counts.count < Self.reasonsMax ? reason : "other"
+            counts[key, default: 0] += 1
+        }
+    }
+
+    public var byReason: [String: Int] { counts.withLock { $0 } }
 }
 
 /// Counters a client worker keeps about its own connections.
@@ -197,10 +220,14 @@ public final class ClientWorker {
         var handshakeDone = false
         if let channel = c.channel {
             handshakeDone = channel.isHandshakeComplete
+            let inFlightOn = channel.session.streamsOpen
             channel.session.connectionLost()
             drainEvents(c, channel)
             c.channel = nil
-            statistics.connectionsLost += reason == nil ? 0 : 1
+            if let reason {
+                statistics.connectionsLost += 1
+                configuration.drops.count(Self.dropReason(reason, closedByPeer: closedByPeer, inFlight: inFlightOn))
+            }
         }
         guard !(workload.isExhausted && inFlight == 0) else { return }
         if let reason, !c.everWorked {
@@ -228,6 +255,16 @@ public final class ClientWorker {
         }
         c.reconnectAtNanoseconds = now + breaker.reconnectDelay(nowNanoseconds: now)
     }
+
+    /// A dropped connection's reason, in few words (the error's text cut to a bounded length).
+    static func dropReason(_ reason: String, closedByPeer: Bool, inFlight: Int) -> String {
+        if closedByPeer { return inFlight > 0 ? "closed by the server with requests in flight" : "closed by the server" }
+        if reason.hasPrefix(Self.pingTimeout) { return reason }
+        let text = reason.count > 120 ? String(reason.prefix(120)) + "…" : reason
+        return "error from the server: " + text
+    }
+
+    static let pingTimeout = "no answer to PING"
 
     /// The breaker's diagnosis as the run's fatal error: a server that answered before (any
     /// worker of the lane) turned bad mid-run, which a later `send --resume` can go on from.
@@ -392,6 +429,7 @@ public final class ClientWorker {
 
     private func drainEvents(_ c: Connection, _ channel: ClientConnection) {
         var closeNow = false
+        var dropped: String? = nil
         channel.session.takeEvents(upcoming: { workload.willReceive(tag: $0, near: $1) }) { event in
             switch event {
             case .response(let tag, let response):
@@ -418,6 +456,7 @@ public final class ClientWorker {
                 break
             case .pingTimedOut:
                 closeNow = true
+                dropped = Self.pingTimeout
             case .closed:
                 closeNow = true
             }
@@ -429,7 +468,7 @@ public final class ClientWorker {
             _ = reactor.stage(slot) { channel.produceCiphertext(into: $0) }
             reactor.close(slot)
             c.draining = true
-            detach(c, reason: nil)
+            detach(c, reason: dropped)
         }
     }
 }

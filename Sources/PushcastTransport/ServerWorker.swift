@@ -108,6 +108,12 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     /// Every request gets response HEADERS `:status 200`; after each read's requests, GOAWAY with
     /// last-stream-id 0 (claiming none was processed) and the connection closes.
     case answerThenGoAway = "answer-then-goaway"
+    /// Each read's requests: the first half answered normally, then the connection closes with
+    /// the rest unanswered (a server that crashes or is killed mid-batch).
+    case closeHalfAnswered = "close-half-answered"
+    /// Each request is answered normally, after a burst of `pingFloodCount` PING frames (more
+    /// than a client should queue acknowledgements for).
+    case pingFlood = "ping-flood"
 
     /// The names `--misbehave` takes: every mode but `none`.
     public static var modeNames: [String] { allCases.filter { $0 != .none }.map(\.rawValue) }
@@ -117,7 +123,8 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     /// meets `--misbehave-after` is closed instead.
     var actsPerRequest: Bool {
         switch self {
-        case .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .answerThenRefuse, .answerThenGoAway: return true
+        case .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .answerThenRefuse, .answerThenGoAway, .closeHalfAnswered,
+             .pingFlood: return true
         case .none, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .windowZero: return false
         }
     }
@@ -130,6 +137,8 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     static let hugeHeaderList: [HTTP2Header] = (0..<hugeHeaderCount).map {
         HTTP2Header("x-hostile-\($0)", String(repeating: "h", count: hugeHeaderValueBytes))
     }
+    /// ping-flood: PINGs per request (nghttp2 drops a peer after 1,000 unacknowledged).
+    static let pingFloodCount = 2_000
     /// trickle: one byte per half second per connection.
     public static let trickleIntervalNanoseconds: UInt64 = 500_000_000
 }
@@ -173,6 +182,10 @@ public enum ServerMisbehaviorAction: Sendable, Equatable {
     case windowWithheld
     /// A request answered `:status 200` and then cut (answer-then-refuse, answer-then-goaway).
     case answerCut
+    /// A connection closed with half of a read's requests answered (close-half-answered).
+    case closedHalfAnswered
+    /// A burst of PINGs sent (ping-flood).
+    case pingsFlooded
     /// An open connection closed unanswered when the server turned bad (`--misbehave-after`
     /// with a mode that acts when a connection starts).
     case connectionDropped
@@ -427,7 +440,8 @@ public final class ServerWorker {
             }
             responder.misbehaved(.garbageSent, on: c.control)
             return true
-        case .none, .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .windowZero, .answerThenRefuse, .answerThenGoAway:
+        case .none, .refuseAll, .resetAll, .silent, .hugeBody, .hugeHeaders, .trickle, .windowZero, .answerThenRefuse, .answerThenGoAway,
+             .closeHalfAnswered, .pingFlood:
             return true
         }
     }
@@ -440,6 +454,7 @@ public final class ServerWorker {
         let session = c.channel.session
         var closed = false
         var cutThisTurn = false
+        var halfBatch: [HTTP2ServerRequest] = []
         session.takeEvents { event in
             switch event {
             case .request(let request):
@@ -459,6 +474,12 @@ public final class ServerWorker {
                 switch c.mode {
                 case .none:
                     reply(c, to: request)
+                case .closeHalfAnswered:
+                    halfBatch.append(request)
+                case .pingFlood:
+                    session.floodPings(ServerMisbehavior.pingFloodCount)
+                    responder.misbehaved(.pingsFlooded, on: c.control)
+                    reply(c, to: request)
                 case .trickle:
                     if !c.trickling { startTrickling(c) }
                     reply(c, to: request)
@@ -471,6 +492,14 @@ public final class ServerWorker {
             case .closed:
                 closed = true
             }
+        }
+        if !closed && !halfBatch.isEmpty {
+            // Answered at once (no latency), so that the answers go out before the close.
+            for request in halfBatch.prefix((halfBatch.count + 1) / 2) {
+                session.respond(streamID: request.streamID, status: 200, headers: [], body: [])
+            }
+            responder.misbehaved(.closedHalfAnswered, on: c.control)
+            closed = true
         }
         if !closed && c.mode == .answerThenGoAway && cutThisTurn {
             // Every stream above 0 "unprocessed", although each got its :status.
@@ -515,7 +544,7 @@ public final class ServerWorker {
         case .answerThenGoAway:
             session.sendStatusOnly(streamID: streamID, status: 200, thenReset: nil)
             responder.misbehaved(.answerCut, on: c.control)
-        case .none, .silent, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .trickle, .windowZero:
+        case .none, .silent, .goAwayZero, .closeAfterHandshake, .garbageAfterPreface, .trickle, .windowZero, .closeHalfAnswered, .pingFlood:
             responder.misbehaved(.requestIgnored, on: c.control)
         }
     }

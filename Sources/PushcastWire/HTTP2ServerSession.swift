@@ -271,6 +271,14 @@ public final class HTTP2ServerSession {
         goAwayAfterStatus = (errorCode, debugData)
     }
 
+    /// A hostile burst of `count` PING frames (a flood: a client that must acknowledge each one
+    /// is entitled to drop the connection).
+    public func floodPings(_ count: Int) {
+        guard !closed else { return }
+        var opaque = [UInt8](repeating: 0x50, count: 8)
+        for _ in 0..<count { nghttp2_submit_ping(session, NG.flagNone, &opaque) }
+    }
+
     /// Everything queued has been serialised: the half answers' resets and GOAWAY go now.
     private func submitCutsAfterStatus() {
         for cut in cutsAfterStatus {

@@ -34,7 +34,8 @@ enum MockCommand {
                    + "huge-body: answer 200 with a body that never ends; huge-headers: answer 200 with a 2 MiB header block (HEADERS and CONTINUATION frames); "
                    + "trickle: answer normally, but write each connection's bytes one every 0.5 s from its first request on; "
                    + "window-zero: SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE, so request bodies cannot be sent; "
-                   + "answer-then-refuse: :status 200 HEADERS, then RST_STREAM(REFUSED_STREAM); answer-then-goaway: :status 200 HEADERS, then GOAWAY(last-stream-id 0) and close. "
+                   + "answer-then-refuse: :status 200 HEADERS, then RST_STREAM(REFUSED_STREAM); answer-then-goaway: :status 200 HEADERS, then GOAWAY(last-stream-id 0) and close; "
+                   + "close-half-answered: answer half of each read's requests, then close; ping-flood: 2,000 PINGs before each answer. "
                    + "pushcast send stops each with exit 2 and a diagnosis (README: pushcast mock)",
                    defaultDescription: "none"),
             .value("misbehave-after", metavar: "N", help: "with --misbehave: answer the first N requests (both ports together) normally, then turn bad: "

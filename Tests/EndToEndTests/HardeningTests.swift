@@ -304,6 +304,42 @@ final class HardeningTests: XCTestCase {
         }
     }
 
+    /// A server that closes with requests unanswered, and one that floods PINGs: each run ends
+    /// with a line naming the dropped connections by reason, in the summary and in the metrics.
+    func testDroppedConnectionsAreNamedByReasonInTheSummaryAndTheMetrics() throws {
+        let input = try tokens(500)
+        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
+        let keys = try SendTests.Mock(directory: directory, extra: [])
+        _ = keys.stop()
+        let cases = [("close-half-answered", "closed by the server with requests in flight"),
+                     ("ping-flood", "error from the server: HTTP/2: nghttp2_session_mem_recv: Flooding was detected")]
+        for (mode, reason) in cases {
+            let place = directory + "/" + mode
+            try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true)
+            let mock = try MockProcess(directory: place, arguments: ["--port", "0", "--workers", "2", "--duration", "120s", "--misbehave", mode,
+                                                                     "--apns-public-key", directory + "/apns-key.pub.pem",
+                                                                     "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID],
+                                       waitFor: ["PORT"])
+            let started = Date()
+            let run = try runPushcast(["send", input, "--payload", payload, "--apns-topic", "com.example.app",
+                                       "--apns-key", keys.keyPath, "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID,
+                                       "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
+                                       "--results", place + "/results.ndjson", "--prune", place + "/prune.csv", "--quiet",
+                                       "--stall-timeout", "3s", "--summary", place + "/summary.json", "--metrics-file", place + "/m.prom"],
+                                      seconds: 90)
+            _ = mock.stop()
+            XCTAssertLessThan(Date().timeIntervalSince(started), 60, mode)
+            XCTAssertNotEqual(run.status, 0, "\(mode): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains("connections dropped (apns): "), "\(mode): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains(reason), "\(mode): \(run.stderr)")
+            let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: place + "/summary.json"))) as? [String: Any])
+            let dropped = (summary["connections_dropped"] as? [String: [String: Int]])?["apns"] ?? [:]
+            XCTAssertTrue(dropped.contains { $0.key.hasPrefix(reason) && $0.value > 0 }, "\(mode): \(dropped)")
+            let metrics = try String(contentsOfFile: place + "/m.prom", encoding: .utf8)
+            XCTAssertTrue(metrics.contains("pushcast_connections_dropped_total{") && metrics.contains("reason=\"\(reason)"), "\(mode): \(metrics)")
+        }
+    }
+
     func testAStatusThenRefusedStreamIsNeverResent() throws {
         try runContradiction("answer-then-refuse", diagnosis: "every stream answered, then reset or dropped before the answer ended")
     }

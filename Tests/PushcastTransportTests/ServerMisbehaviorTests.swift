@@ -250,7 +250,8 @@ final class ServerMisbehaviorTests: XCTestCase {
     func testModeNames() {
         XCTAssertEqual(ServerMisbehavior.modeNames,
                        ["refuse-all", "reset-all", "goaway-zero", "close-after-handshake", "silent", "garbage-after-preface",
-                        "huge-body", "huge-headers", "trickle", "window-zero", "answer-then-refuse", "answer-then-goaway"])
+                        "huge-body", "huge-headers", "trickle", "window-zero", "answer-then-refuse", "answer-then-goaway",
+                        "close-half-answered", "ping-flood"])
         for name in ServerMisbehavior.modeNames { XCTAssertEqual(ServerMisbehavior(rawValue: name)?.rawValue, name) }
         XCTAssertNil(ServerMisbehavior(rawValue: "refuse"))
     }
