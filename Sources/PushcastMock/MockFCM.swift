@@ -39,6 +39,8 @@ public struct MockFCMConfiguration: Sendable {
     public var tokenTTLSeconds = 3600
     /// `retry-after` of the `4290` prefix's 429.
     public var retryAfterSeconds = 1
+    /// `--fcm-quota N/min`: the project quota, messages per rolling minute; nil: none.
+    public var quotaPerMinute: Int? = nil
     /// Sends must carry a bearer the token endpoint issued (off with `mock --auth none`).
     public var requiresBearer = true
     /// Wall time in milliseconds since the epoch: token expiry and assertion times. Tests inject
@@ -84,12 +86,14 @@ final class MockFCMShared: Sendable {
     static let tokensMax = 65_536
     let configuration: MockFCMConfiguration
     let failOnce: MockSharedState
+    let quota: MockProjectQuota?
     private let setupState = Mutex<MockFCMSetup?>(nil)
     private let tokens = Mutex<[String: Int64]>([:])
 
     init(configuration: MockFCMConfiguration, failOnce: MockSharedState) {
         self.configuration = configuration
         self.failOnce = failOnce
+        quota = configuration.quotaPerMinute.map(MockProjectQuota.init(perMinute:))
     }
 
     var setup: MockFCMSetup? {

@@ -61,6 +61,9 @@ final class MockFCMResponder: ServerResponder {
         statistics.fcm.requests += 1
         guard let setup else { return reply(counted(.notReady), request: request, token: nil) }
         var (answer, token) = MockFCMRules(shared: shared).evaluate(request, setup: setup, nowMilliseconds: now)
+        if answer.status == 200, let quota = shared.quota, let wait = quota.admit() {
+            answer = .projectQuotaExceeded(retryAfterSeconds: wait)
+        }
         if answer.status == 200, let limiter = rateLimiter, !limiter.admit() {
             answer = .projectQuotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
         }

@@ -1,6 +1,7 @@
 import Foundation
 import PushcastCommandLine
 import PushcastAPNs
+import PushcastCore
 import PushcastReactor
 import PushcastMock
 import PushcastTransport
@@ -65,6 +66,8 @@ enum MockCommand {
             .value("write-fcm-credentials", metavar: "DIR", help: "without --fcm-service-account: write the generated service account here as fcm-service-account.json (0600)",
                    defaultDescription: "a new temporary directory"),
             .value("fcm-token-ttl", metavar: "SECONDS", help: "lifetime (expires_in) of issued access tokens; an older bearer gets 401 UNAUTHENTICATED", defaultDescription: "3600"),
+            .value("fcm-quota", metavar: "N/min", help: "the FCM project quota: sends over N in any rolling minute are answered 429 "
+                   + "naming the project quota (ErrorInfo RATE_LIMIT_EXCEEDED), with a Retry-After of the seconds until there is room"),
             .value("fcm-retry-after", metavar: "SECONDS", help: "retry-after of 429 QUOTA_EXCEEDED answers (tokens starting 4290, --rate-limit, --error-rate 429:P)",
                    defaultDescription: "1"),
             .value("log", metavar: "FILE", help: "write one NDJSON line per request (0600), with ts (wall ms), mono_ms, provider (apns|fcm), token and status"),
@@ -204,7 +207,8 @@ enum MockCommand {
 
     /// The FCM listener's settings, when `--fcm` or any `--fcm-*` option asks for one.
     static func makeFCMConfiguration(_ parsed: ParsedArguments, requiresBearer: Bool) throws -> MockFCMConfiguration? {
-        let options = ["fcm-port", "fcm-max-streams", "fcm-service-account", "fcm-project", "write-fcm-credentials", "fcm-token-ttl", "fcm-retry-after"]
+        let options = ["fcm-port", "fcm-max-streams", "fcm-service-account", "fcm-project", "write-fcm-credentials", "fcm-token-ttl", "fcm-retry-after",
+                       "fcm-quota"]
         guard parsed.flag("fcm") || options.contains(where: { parsed.contains($0) }) else { return nil }
         let credentials: MockFCMCredentials
         if let path = parsed.value("fcm-service-account") {
@@ -227,6 +231,12 @@ enum MockCommand {
         }
         fcm.tokenTTLSeconds = try parsed.int("fcm-token-ttl", default: 3600, range: 1...86_400)
         fcm.retryAfterSeconds = try parsed.int("fcm-retry-after", default: 1, range: 0...86_400)
+        if let text = parsed.value("fcm-quota") {
+            guard let perSecond = try? RateSpec.perSecond(text, part: text), perSecond * 60 >= 1 else {
+                throw parsed.error("--fcm-quota: expected N/min (or N/s, N/h), e.g. 600000/min")
+            }
+            fcm.quotaPerMinute = Int((perSecond * 60).rounded())
+        }
         fcm.requiresBearer = requiresBearer
         return fcm
     }
