@@ -36,10 +36,12 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
+        // zlib and zstd: gzip and zstd token exports, read transparently (DecompressingByteSource).
+        .systemLibrary(name: "CCompression", path: "Sources/CCompression", providers: [.apt(["zlib1g-dev", "libzstd-dev"])]),
 
         .target(name: "PushcastCore", swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
-        .target(name: "PushcastInput", dependencies: ["PushcastCore"], swiftSettings: hotPath),
+        .target(name: "PushcastInput", dependencies: ["PushcastCore", "CCompression"], swiftSettings: hotPath),
         // The one JSON reader (JSONScanner), the JSON writer, and the payload template both providers render.
         .target(name: "PushcastJSON", swiftSettings: hotPath),
         .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
@@ -68,7 +70,7 @@ let package = Package(
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
-        .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput"]),
+        .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput", "CCompression"]),
         .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),
         .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
         .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "COpenSSL"]),

@@ -13,12 +13,15 @@
 #   chromium                                 headless Chromium renders pushcast report's HTML in the report tests (ReportTests)
 #   libsqlite3-dev libpq-dev libmariadb-dev  the database clients (--from, prune-apply): SQLite, libpq, libmariadb
 #   sqlite3 postgresql mariadb-server        the database servers (and their CLI clients) the database tests start
+#   zlib1g-dev libzstd-dev                   zlib and zstd, which CCompression links: gzip and zstd token exports are read as they are
+#   gzip zstd                                the gzip and zstd tools: the compressed-input tests and fuzz seeds make exports with them
 set -euo pipefail
 
 packages=(libssl-dev libnghttp2-dev liburing-dev nghttp2-server nghttp2-client openssl
           munge slurmctld slurmd slurm-client python3-venv
           prometheus prometheus-node-exporter python3-h2 chromium
-          libsqlite3-dev libpq-dev libmariadb-dev sqlite3 postgresql mariadb-server)
+          libsqlite3-dev libpq-dev libmariadb-dev sqlite3 postgresql mariadb-server
+          zlib1g-dev libzstd-dev gzip zstd)
 
 is_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

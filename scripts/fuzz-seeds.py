@@ -6,8 +6,10 @@ server sends) with each body's settings byte in front (Sources/PushcastFuzzing s
 first byte means per target). `make fuzz-seed` runs it; `make fuzz-merge` then keeps the corpus
 minimal. Re-running it rewrites the seed files only.
 """
+import gzip
 import os
 import struct
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,10 +110,43 @@ HTTP2 = [
     + frame(GOAWAY, 0, 0, struct.pack(">II", 5, 2)),
 ]
 
+
+
+# Compressed exports: gzip members from Python's gzip module (mtime 0, so the bytes are stable),
+# zstd frames from the zstd tool (scripts/deps.sh installs it).
+def gz(data):
+    return gzip.compress(data, mtime=0)
+
+
+def zst(data):
+    return subprocess.run(["zstd", "-q", "-c", "-3"], input=data, stdout=subprocess.PIPE, check=True).stdout
+
+
+def skippable(payload):
+    return b"\x50\x2a\x4d\x18" + struct.pack("<I", len(payload)) + payload
+
+
+def flipped(data, index):
+    return data[:index] + bytes([data[index] ^ 0xFF]) + data[index + 1:]
+
+
+DECOMPRESS = [
+    b"\x00" + gz(CSV[0]),
+    b"\x01" + zst(CSV[1]),
+    b"\x02" + gz(CSV[0])[:40],                                          # truncated gzip
+    b"\x00" + zst(CSV[0])[:-3],                                         # truncated zstd
+    b"\x03" + gz(CSV[0]) + gz(b"") + gz(CSV[3]),                        # multi-member gzip
+    b"\x07" + skippable(b"pzstd") + zst(CSV[0]) + zst(CSV[2]),          # skippable frame, two frames
+    b"\x00" + CSV[0],                                                   # plain
+    b"\x08" + flipped(gz(CSV[2]), len(gz(CSV[2])) - 6),                 # gzip with a bad CRC
+    b"\x04" + zst(b"token\n" + b"0" * 65536),                          # 64 KiB from a few bytes
+    b"\x05" + gz(b"token\n" + b"a" * (1 << 20)),                        # 1 MiB: past the body's cap
+]
+
 for target, seeds in [("csv", [b"\x00" + s for s in CSV] + [b"\x08" + CSV[0], b"\x01" + CSV[1]]),
                       ("ndjson", [b"\x00" + s for s in NDJSON] + [b"\x08" + NDJSON[0], b"\x02" + NDJSON[1]]),
                       ("json-scanner", JSON), ("template", TEMPLATE), ("apns-response", APNS),
-                      ("fcm-response", FCM), ("oauth-response", OAUTH), ("http2-client", HTTP2)]:
+                      ("fcm-response", FCM), ("oauth-response", OAUTH), ("http2-client", HTTP2), ("decompress", DECOMPRESS)]:
     for index, seed in enumerate(seeds):
         write(target, "%02d" % index, seed)
 print("seeds written under", os.path.relpath(CORPUS, ROOT), file=sys.stderr)

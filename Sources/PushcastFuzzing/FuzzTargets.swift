@@ -24,6 +24,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case fcmResponse = "fcm-response"
     case oauthResponse = "oauth-response"
     case http2Client = "http2-client"
+    case decompress
 
     /// Runs one input through the target's body.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -37,6 +38,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .fcmResponse: FuzzBodies.fcmResponse(input)
         case .oauthResponse: FuzzBodies.oauthResponse(input)
         case .http2Client: FuzzHTTP2.run(input)
+        case .decompress: FuzzBodies.decompress(input)
         }
     }
 
@@ -81,23 +83,32 @@ enum FuzzBodies {
 
     /// Everything a reader reports, as text, checking the documented invariants on the way.
     static func readTokenFile(_ bytes: [UInt8], format: InputFormat, chunkSize: Int, options: TokenFileReaderOptions) -> [String] {
+        readTokenFile(MemoryByteSource(bytes, chunkSize: chunkSize), byteCount: bytes.count, format: format, options: options) { error in
+            preconditionFailure("MemoryByteSource never throws, but next() threw \(error)")
+        }
+    }
+
+    /// As above, from any source of at most `byteCount` bytes; a source error ends the report
+    /// after `failed` has checked it.
+    static func readTokenFile(_ source: ByteSource, byteCount: Int, format: InputFormat, options: TokenFileReaderOptions,
+                              failed: (Error) -> Void) -> [String] {
         var report: [String] = []
         let reader: TokenFileReader
         do {
-            reader = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: chunkSize), format: format, fileName: "fuzz",
-                                         options: options)
+            reader = try TokenFileReader(source: source, format: format, fileName: "fuzz", options: options)
         } catch {
             return ["init: \(error)"]
         }
         var expectedRow = 1
         var lastLine = 0
         // Every record but the first ends at a line end, so there are at most count + 1 of them.
-        for _ in 0...(bytes.count + 1) {
+        for _ in 0...(byteCount + 1) {
             let record: InputRecord?
             do {
                 record = try reader.next()
             } catch {
-                preconditionFailure("MemoryByteSource never throws, but next() threw \(error)")
+                failed(error)
+                return report + ["error: \(error)"]
             }
             guard let record else {
                 report.append("columns \(reader.columns)")
@@ -127,7 +138,70 @@ enum FuzzBodies {
             }
             expectedRow += 1
         }
-        preconditionFailure("the \(format) reader returned more records than an input of \(bytes.count) bytes can hold")
+        preconditionFailure("the \(format) reader returned more records than an input of \(byteCount) bytes can hold")
+    }
+
+    // MARK: Compressed token files
+
+    /// Decompressed bytes read per input, at most: a 4 KiB bomb can hold gigabytes, and the
+    /// reading past this point is the same loop again.
+    static let decompressedBytesMax = 256 * 1024
+
+    /// Flags: bits 0-2 pick the chunk size of the compressed source, bit 3 small reader limits
+    /// (as `csv`). The rest goes through `DecompressingByteSource`, in pieces and whole: the same
+    /// compression is sniffed; plain input comes back unchanged; an error names an offset inside
+    /// the input; input that decodes cleanly decodes to the same bytes however it is split, and
+    /// the CSV reader over the decompressing source reports what it reports for those bytes. On
+    /// any input the CSV reader over it ends, with rows or with a `DecompressionError`.
+    static func decompress(_ input: [UInt8]) {
+        let header = FuzzHeader(input)
+        let chunkSize = chunkSizes[Int(header.flags & 0x07) % chunkSizes.count]
+        var options = TokenFileReaderOptions()
+        if header.flags & 0x08 != 0 {
+            options.lineBytesMax = 40
+            options.bufferBytes = 64
+            options.columnsMax = 3
+        }
+        let whole = decompressed(header.rest, chunkSize: 65536)
+        let chunked = decompressed(header.rest, chunkSize: chunkSize)
+        precondition(whole.compression == chunked.compression && whole.compression == InputCompression.sniff(header.rest),
+                     "sniffed \(String(describing: whole.compression)) whole, \(String(describing: chunked.compression)) in pieces")
+        if whole.compression == InputCompression.none {
+            precondition(whole.error == nil && whole.bytes == Array(header.rest.prefix(whole.bytes.count))
+                         && whole.bytes.count >= min(header.rest.count, decompressedBytesMax), "plain input changed")
+        }
+        let source = CappedByteSource(DecompressingByteSource(MemoryByteSource(header.rest, chunkSize: chunkSize)),
+                                      bytesMax: decompressedBytesMax)
+        let streamed = readTokenFile(source, byteCount: decompressedBytesMax, format: .csv, options: options) { error in
+            precondition(error is DecompressionError, "the CSV reader threw \(error)")
+        }
+        guard whole.error == nil && whole.bytes.count < decompressedBytesMax else { return }
+        precondition(chunked.error == nil && chunked.bytes == whole.bytes, "decoding depends on read boundaries: \(chunked.error ?? "")")
+        let plain = readTokenFile(whole.bytes, format: .csv, chunkSize: 65536, options: options)
+        precondition(streamed == plain, "the CSV reader over the decompressor:\n\(streamed)\nversus the bytes:\n\(plain)")
+    }
+
+    /// Up to `decompressedBytesMax` decompressed bytes (read 4 KiB at a time), the compression
+    /// found, and the error's text if reading stopped at one.
+    static func decompressed(_ bytes: [UInt8], chunkSize: Int) -> (bytes: [UInt8], compression: InputCompression?, error: String?) {
+        let source = DecompressingByteSource(MemoryByteSource(bytes, chunkSize: chunkSize))
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        do {
+            while out.count < decompressedBytesMax {
+                let count = try buffer.withUnsafeMutableBytes { try source.read(into: $0) }
+                precondition(count >= 0 && count <= buffer.count, "read returned \(count) for a buffer of \(buffer.count)")
+                if count == 0 { break }
+                out += buffer[0..<count]
+            }
+        } catch let error as DecompressionError {
+            precondition(error.offset >= 0 && error.offset <= bytes.count, "error offset \(error.offset) outside \(bytes.count) bytes")
+            precondition(error.compression == source.compression && error.compression != InputCompression.none, "\(error)")
+            return (out, source.compression, error.description)
+        } catch {
+            preconditionFailure("MemoryByteSource never throws, but the decompressor threw \(error)")
+        }
+        return (out, source.compression, nil)
     }
 
     // MARK: JSON scanner
@@ -307,5 +381,24 @@ enum FuzzBodies {
         } else if text.isEmpty {
             precondition((try? reread.get()) == nil, "an empty access_token accepted")
         }
+    }
+}
+
+/// A source that ends after `bytesMax` bytes of its inner one: the decompress body's bound on a
+/// bomb's output.
+final class CappedByteSource: ByteSource {
+    private let inner: ByteSource
+    private var left: Int
+
+    init(_ inner: ByteSource, bytesMax: Int) {
+        self.inner = inner
+        left = bytesMax
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard left > 0 else { return 0 }
+        let count = try inner.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, left)]))
+        left -= count
+        return count
     }
 }

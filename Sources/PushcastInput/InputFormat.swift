@@ -6,10 +6,16 @@ public enum InputFormat: String, Sendable, CaseIterable {
     case ndjson
 
     /// The format a file name implies: `.csv` is CSV; `.ndjson`, `.jsonl` and `.json` are NDJSON.
-    /// Case-insensitive. Nil for anything else (including `-`, stdin): the caller then needs
-    /// `--format`.
+    /// One trailing compression suffix (`.gz`, `.gzip`, `.zst`, `.zstd`) is looked through, so
+    /// `tokens.csv.gz` is CSV and `tokens.jsonl.zst` NDJSON: the file is decompressed on the way
+    /// in (`DecompressingByteSource`, which goes by the magic bytes, not the name).
+    /// Case-insensitive. Nil for anything else (including `-`, stdin, and a bare `tokens.gz`): the
+    /// caller then needs `--format`.
     public static func guess(path: String) -> InputFormat? {
-        let name = path.split(separator: "/", omittingEmptySubsequences: false).last ?? ""
+        var name = path.split(separator: "/", omittingEmptySubsequences: false).last ?? ""
+        if let dot = name.lastIndex(of: "."), compressionSuffixes.contains(name[name.index(after: dot)...].lowercased()) {
+            name = name[..<dot]
+        }
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
         switch name[name.index(after: dot)...].lowercased() {
         case "csv": return .csv
@@ -17,6 +23,9 @@ public enum InputFormat: String, Sendable, CaseIterable {
         default: return nil
         }
     }
+
+    /// The compression suffixes `guess(path:)` looks through.
+    static let compressionSuffixes: Set<String> = ["gz", "gzip", "zst", "zstd"]
 }
 
 /// What is wrong with one input row (or with the header). A malformed row becomes an `invalid`

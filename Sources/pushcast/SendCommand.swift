@@ -325,7 +325,8 @@ enum SendCommand {
             keyer.shard = shard
             var owned = 0
             let map = shard.isSplit ? try ShardRowMap(directory: NSTemporaryDirectory()) : nil
-            let size = FileSystem.size(path) ?? 0
+            // A compressed export holds more rows than its size says: size the plan for 8:1.
+            let size = (FileSystem.size(path) ?? 0) * (isCompressed(path) ? 8 : 1)
             // A big file takes seconds: say what happens before the first send.
             let tell = size > 32 << 20 && !parsed.flag("quiet")
             let started = Reactor.nowNanoseconds()
@@ -353,9 +354,21 @@ enum SendCommand {
             return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned, map: map)
         } catch is Interrupted {
             throw Interrupted()
+        } catch let error as DecompressionError {
+            throw CommandFailure("cannot read \(error)")
+        } catch let error as InputProblem {
+            throw CommandFailure("cannot read \(path): \(error)")
         } catch {
             throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
         }
+    }
+
+    /// Whether the file starts with a gzip or zstd magic.
+    static func isCompressed(_ path: String) -> Bool {
+        guard let file = try? InputFile(path: path) else { return false }
+        var prefix = [UInt8](repeating: 0, count: 4)
+        let n = (try? file.read(into: &prefix)) ?? 0
+        return InputCompression.sniff(prefix.prefix(n)) != .none
     }
 
     static func readTemplate(_ path: String, what: String) throws -> String {

@@ -37,6 +37,7 @@ final class FuzzReplayTests: XCTestCase {
     func testFCMResponse() throws { try replay(.fcmResponse) }
     func testOAuthResponse() throws { try replay(.oauthResponse) }
     func testHTTP2Client() throws { try replay(.http2Client) }
+    func testDecompress() throws { try replay(.decompress) }
 
     /// The targets and their folders stay in step: a folder for a target that no longer exists
     /// would be silently skipped.
