@@ -145,9 +145,16 @@ public final class ProviderRateLimiter: Sendable {
     }
 
     /// The provider said "too much" (FCM 429): halve the rate, then recover additively.
-    public func throttled(nowNanoseconds now: UInt64) {
-        state.withLock { $0.throttled(now) }
+    /// `quota`: the answer named a per-minute quota (FCM's project quota). Then what the provider
+    /// accepted over the last minute is what the quota allows: the rate goes no higher than 95 %
+    /// of it a second, neither now nor as it recovers, for the rest of the run (when that minute
+    /// holds at least `quotaEvidenceMin` requests and a second's worth at the current rate).
+    public func throttled(nowNanoseconds now: UInt64, quota: Bool = false) {
+        state.withLock { $0.throttled(now, quota: quota) }
     }
+
+    public static let quotaEvidenceMin = 100
+    public static let quotaShare = 0.95
 
     /// Retry-After: no permits at all until `untilNanoseconds`; the later of overlapping pauses
     /// wins. Returns whether this call began a pause or moved its end by a second or more (so
@@ -217,6 +224,11 @@ public final class ProviderRateLimiter: Sendable {
         var pausedUntil: UInt64 = 0
         /// Device-level 429s over the last second (the spread rule).
         var deviceThrottles: RateObserver
+        /// Permits granted, less quota refusals, in each of the last 60 seconds.
+        var lastMinute = MinuteCounts()
+        /// The rate a per-minute quota allows, learned from its first overshoot; the rate stays
+        /// at or under it for the rest of the run.
+        var quotaCeiling: Double?
         /// Present from a throttle until the rate is back at its base.
         var adaptation: Adaptation?
         var observed: RateObserver
@@ -235,16 +247,31 @@ public final class ProviderRateLimiter: Sendable {
                 return .waitUntil(bucket!.nextPermitNanoseconds(nowNanoseconds: now))
             }
             observed.record(now)
+            lastMinute.record(now, 1)
             return .granted
         }
 
-        mutating func throttled(_ now: UInt64) {
+        mutating func throttled(_ now: UInt64, quota: Bool) {
+            if quota { lastMinute.record(now, -1) }
             recover(now)
             if let adaptation, now < adaptation.throttledAt &+ ProviderRateLimiter.throttleWindowNanoseconds { return }
-            let base = configured ?? adaptation?.base ?? max(1, observed.perSecond(now))
+            var base = configured ?? adaptation?.base ?? max(1, observed.perSecond(now))
             let current = bucket?.ratePerSecond ?? base
             let floor = min(base, max(1, base * ProviderRateLimiter.floorShare))
-            let reduced = max(floor, current / 2)
+            var reduced = max(floor, current / 2)
+            let accepted = lastMinute.total(now)
+            // Learned from a real overshoot: the minute's rate under half the current one, but at
+            // least a second's worth of it (fewer accepted requests say the quota is someone
+            // else's to use up, or the 429 is not about volume: then halving is the answer).
+            // Later 429s at a rate this run chose itself would ratchet it down: learned once.
+            if quota && quotaCeiling == nil && accepted >= ProviderRateLimiter.quotaEvidenceMin {
+                let learned = ProviderRateLimiter.quotaShare * Double(accepted) / 60
+                if learned < reduced && learned >= current / 60 && learned >= floor { quotaCeiling = learned }
+            }
+            if let quotaCeiling {
+                reduced = min(reduced, quotaCeiling)
+                base = min(base, quotaCeiling)
+            }
             adaptation = Adaptation(base: base, rateAfterThrottle: reduced, throttledAt: now)
             setRate(reduced, now)
         }
@@ -270,13 +297,36 @@ public final class ProviderRateLimiter: Sendable {
             }
         }
 
-        private mutating func setRate(_ rate: Double, _ now: UInt64) {
+        mutating func setRate(_ rate: Double, _ now: UInt64) {
             let burst = ProviderRateLimiter.burst(forRatePerSecond: rate)
             if bucket == nil {
                 bucket = TokenBucket(ratePerSecond: rate, burst: burst, nowNanoseconds: now)
             } else {
                 bucket!.setRate(rate, burst: burst, nowNanoseconds: now)
             }
+        }
+    }
+
+    /// Counts in each of the last 60 whole seconds (a rolling minute, as FCM counts its quota).
+    struct MinuteCounts {
+        var counts = [Int](repeating: 0, count: 60)
+        var seconds = [UInt64](repeating: UInt64.max, count: 60)
+
+        mutating func record(_ now: UInt64, _ delta: Int) {
+            let second = now / 1_000_000_000
+            let slot = Int(second % 60)
+            if seconds[slot] != second {
+                seconds[slot] = second
+                counts[slot] = 0
+            }
+            counts[slot] += delta
+        }
+
+        func total(_ now: UInt64) -> Int {
+            let second = now / 1_000_000_000
+            var sum = 0
+            for i in 0..<60 where seconds[i] != UInt64.max && seconds[i] + 60 > second { sum += counts[i] }
+            return sum
         }
     }
 

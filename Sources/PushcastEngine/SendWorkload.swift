@@ -282,16 +282,25 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             told = retryAfter >= Double(UInt64.max / 2) / 1e9 ? UInt64.max / 2 : UInt64(retryAfter * 1e9)
             delay = max(delay, min(told!, policy.retryAfterMaxNanoseconds))
         }
+        var providerWide = throttle == .provider
         if throttle != .none, let limiter = policy.limiter {
             let spread = throttle == .device && notification.attempts == 1 && limiter.deviceThrottled(nowNanoseconds: now)
-            if throttle == .provider || spread {
-                limiter.throttled(nowNanoseconds: now)
+            providerWide = providerWide || spread
+            if providerWide {
+                limiter.throttled(nowNanoseconds: now, quota: throttle == .provider)
                 if limiter.pause(untilNanoseconds: now + delay, nowNanoseconds: now) && delay >= SendPolicy.pauseToldNanoseconds {
                     outcomes.notice(pauseNotice(status: status, reason: reason, spread: spread, told: told, delay: delay), afterNanoseconds: delay)
                 }
             }
         }
-        if policy.retry.mayRetry(attemptsMade: notification.attempts) && withinDeadline(notification, now: now + delay) {
+        if providerWide && throttle == .provider && Int(notification.resends) < policy.resendsMax {
+            // The project's quota refused it unprocessed: it waits out the provider's pause like
+            // a refused stream, on the resend budget, its deadline starting again when it goes.
+            notification.resends += 1
+            notification.firstSentNanoseconds = 0
+            slab[index] = notification
+            scheduleRetry(index, at: now + delay)
+        } else if policy.retry.mayRetry(attemptsMade: notification.attempts) && withinDeadline(notification, now: now + delay) {
             slab[index] = notification
             scheduleRetry(index, at: now + delay)
         } else {

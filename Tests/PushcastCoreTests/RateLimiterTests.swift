@@ -328,4 +328,36 @@ private final class GrantCounter: @unchecked Sendable {
     private var value = 0
     func add(_ count: Int) { lock.lock(); value += count; lock.unlock() }
     var total: Int { lock.lock(); defer { lock.unlock() }; return value }
+
+    /// A per-minute quota (FCM's project quota) met by a burst: 10,000/s for 6 s fills a 60,000
+    /// a minute quota. Its 429 sets the rate to 95 % of what the minute took (950/s), and the
+    /// recovery stops there, for the rest of the run; a later 429 halves from it as usual.
+    func testAPerMinuteQuotaIsLearnedFromItsOvershootAndNotPassedAgain() {
+        let second: UInt64 = 1_000_000_000
+        let limiter = ProviderRateLimiter(ratePerSecond: 10_000, nowNanoseconds: 0)
+        var now: UInt64 = 0
+        var granted = 0
+        while now < 6 * second {
+            if case .granted = limiter.acquire(nowNanoseconds: now) { granted += 1 }
+            now += 100_000
+        }
+        XCTAssertEqual(Double(granted), 60_000, accuracy: 600)
+        limiter.throttled(nowNanoseconds: now, quota: true)
+        let learned = 0.95 * Double(granted - 1) / 60
+        XCTAssertEqual(limiter.currentRatePerSecond ?? 0, learned, accuracy: 1)
+        XCTAssertEqual(limiter.currentRatePerSecond(nowNanoseconds: now + 120 * second) ?? 0, learned, accuracy: 1, "no recovery past the quota")
+        limiter.throttled(nowNanoseconds: now + 121 * second, quota: true)
+        XCTAssertEqual(limiter.currentRatePerSecond ?? 0, learned / 2, accuracy: 1, "a later 429 halves, and learns nothing lower")
+        XCTAssertEqual(limiter.currentRatePerSecond(nowNanoseconds: now + 200 * second) ?? 0, learned, accuracy: 1)
+    }
+
+    /// A quota 429 after a few requests (the quota used up by others, or not about volume) learns
+    /// nothing: the rate halves and recovers to the configured one, as for any throttle.
+    func testAQuotaAnswerWithLittleEvidenceOnlyHalves() {
+        let limiter = ProviderRateLimiter(ratePerSecond: 5000, nowNanoseconds: 0)
+        for i in 0..<150 { _ = limiter.acquire(nowNanoseconds: UInt64(i) * 1_000_000) }
+        limiter.throttled(nowNanoseconds: 1_000_000_000, quota: true)
+        XCTAssertEqual(limiter.currentRatePerSecond, 2500)
+        XCTAssertEqual(limiter.currentRatePerSecond(nowNanoseconds: 60_000_000_000), 5000)
+    }
 }

@@ -519,21 +519,36 @@ final class FCMWorkloadTests: XCTestCase {
         XCTAssertEqual(limiter.currentRatePerSecond, 500, "the provider's rate halves")
     }
 
-    /// A Retry-After past the row's deadline (an hour, with --request-timeout 5 s) ends the row at
-    /// once, failed with a reason saying so; the provider's pause is cut to --max-retry-after.
+    /// A Retry-After past the row's deadline (an hour, with --request-timeout 5 s): a device's
+    /// ends its row at once, failed with a reason saying so. The project quota's pauses the
+    /// provider, cut to --max-retry-after, and its row waits on the resend budget, unprocessed.
     func testARetryAfterPastTheDeadlineEndsTheRowAndThePauseIsCapped() throws {
         let rig = try makeRig(attemptsMax: 5, limit: .perSecond(100), rowDeadlineNanoseconds: 5_000_000_000, retryAfterMaxNanoseconds: 10_000_000_000)
         let limiter = try XCTUnwrap(rig.limiter)
         let workload = rig.workload
-        rig.feed(1...2)
+        rig.feed(1...3)
         let start = rig.clock.nowNanoseconds()
-        let (_, a) = try XCTUnwrap(workload.nextRequest())
-        workload.received(tag: a, response: Self.response(429, Self.quotaExceeded, headers: [HTTP2Header("retry-after", "3600")]))
-        XCTAssertTrue(limiter.isPaused(nowNanoseconds: start + 9_999_000_000))
-        XCTAssertFalse(limiter.isPaused(nowNanoseconds: start + 10_000_000_000), "the pause is cut to --max-retry-after")
-        let out = rig.drain()
+        let (_, device) = try XCTUnwrap(workload.nextRequest())
+        workload.received(tag: device, response: Self.response(429, Self.deviceQuotaExceeded, headers: [HTTP2Header("retry-after", "3600")]))
+        XCTAssertFalse(limiter.isPaused(nowNanoseconds: start))
+        var out = rig.drain()
         XCTAssertEqual(out.map(\.outcome), [.failed])
         XCTAssertEqual(out.first?.reason, "RetryAfterPastDeadline")
+
+        let (_, project) = try XCTUnwrap(workload.nextRequest())
+        workload.received(tag: project, response: Self.response(429, Self.quotaExceeded, headers: [HTTP2Header("retry-after", "3600")]))
+        XCTAssertTrue(limiter.isPaused(nowNanoseconds: start + 9_999_000_000))
+        XCTAssertFalse(limiter.isPaused(nowNanoseconds: start + 10_000_000_000), "the pause is cut to --max-retry-after")
+        XCTAssertTrue(rig.drain().isEmpty, "the project quota's row waits")
+        rig.clock.nanoseconds = start + 10_000_000_000
+        var sent = 0
+        while let (request, tag) = workload.nextRequest() {
+            sent += 1
+            workload.received(tag: tag, response: Self.delivered(row: Self.row(of: request)))
+        }
+        XCTAssertEqual(sent, 2, "after the pause, the waiting row and the fresh one")
+        out = rig.drain()
+        XCTAssertEqual(out.map(\.outcome), [.delivered, .delivered])
         let notices = rig.outcomes.takeNotices()
         XCTAssertEqual(notices.count, 1)
         XCTAssertTrue(notices.first?.text.hasPrefix("fcm: pausing every send for 10 s after 429 QUOTA_EXCEEDED; its Retry-After of 3600 s cut") ?? false,
@@ -631,8 +646,10 @@ final class FCMWorkloadTests: XCTestCase {
                     case 3: kind = "503"; rig.workload.received(tag: entry.tag, response: Self.response(503, Self.unavailable))
                     case 4: kind = "500"; rig.workload.received(tag: entry.tag, response: Self.response(500, Self.internalError))
                     case 5:
+                        // One device's quota mostly; now and then the project's (which pauses everyone).
                         kind = "429"
-                        rig.workload.received(tag: entry.tag, response: Self.response(429, Self.quotaExceeded, headers: [HTTP2Header("retry-after", "1")]))
+                        let body = random.next(below: 8) == 0 ? Self.quotaExceeded : Self.deviceQuotaExceeded
+                        rig.workload.received(tag: entry.tag, response: Self.response(429, body, headers: [HTTP2Header("retry-after", "1")]))
                     case 6: kind = "unregistered"; rig.workload.received(tag: entry.tag, response: Self.response(404, Self.unregistered))
                     case 7: kind = "bad token"; rig.workload.received(tag: entry.tag, response: Self.response(400, Self.invalidTokenField))
                     case 8: kind = "bad ttl"; rig.workload.received(tag: entry.tag, response: Self.response(400, Self.invalidTTL))
