@@ -163,6 +163,18 @@ public struct CampaignSummary: Sendable {
         return lines.joined(separator: "\n")
     }
 
+    /// `{"key":count,…}`, keys sorted.
+    static func appendCounts(_ counts: [String: Int], to out: inout [UInt8]) {
+        out.append(0x7B)
+        for (i, entry) in counts.sorted(by: { $0.key < $1.key }).enumerated() {
+            if i > 0 { out.append(0x2C) }
+            ResultEncoding.appendJSONString(entry.key, to: &out)
+            out.append(0x3A)
+            ResultEncoding.appendInteger(entry.value, to: &out)
+        }
+        out.append(0x7D)
+    }
+
     public var json: String {
         var out = [UInt8]()
         out += "{\"rows\":".utf8
@@ -173,14 +185,9 @@ public struct CampaignSummary: Sendable {
             out += "\"\(kind.rawValue)\":".utf8
             ResultEncoding.appendInteger(outcomes[kind], to: &out)
         }
-        out += "},\"reasons\":{".utf8
-        for (i, entry) in reasons.sorted(by: { $0.key < $1.key }).enumerated() {
-            if i > 0 { out.append(0x2C) }
-            ResultEncoding.appendJSONString(entry.key, to: &out)
-            out.append(0x3A)
-            ResultEncoding.appendInteger(entry.value, to: &out)
-        }
-        out += "},\"retries\":".utf8
+        out += "},\"reasons\":".utf8
+        Self.appendCounts(reasons, to: &out)
+        out += ",\"retries\":".utf8
         ResultEncoding.appendInteger(retries, to: &out)
         out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f},\"wall_seconds\":%.3f",
                       sentPerSecond, Double(latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
@@ -197,14 +204,9 @@ public struct CampaignSummary: Sendable {
                 out += "\"\(kind.rawValue)\":".utf8
                 ResultEncoding.appendInteger(p.outcomes[kind], to: &out)
             }
-            out += "},\"reasons\":{".utf8
-            for (j, entry) in p.reasons.sorted(by: { $0.key < $1.key }).enumerated() {
-                if j > 0 { out.append(0x2C) }
-                ResultEncoding.appendJSONString(entry.key, to: &out)
-                out.append(0x3A)
-                ResultEncoding.appendInteger(entry.value, to: &out)
-            }
-            out += "},\"retries\":".utf8
+            out += "},\"reasons\":".utf8
+            Self.appendCounts(p.reasons, to: &out)
+            out += ",\"retries\":".utf8
             ResultEncoding.appendInteger(retriesByProvider[provider] ?? 0, to: &out)
             out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f}",
                           wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
@@ -228,14 +230,8 @@ public struct CampaignSummary: Sendable {
             out += ",\"connections_dropped\":{".utf8
             for (i, entry) in connectionsDropped.sorted(by: { $0.key.rawValue < $1.key.rawValue }).enumerated() {
                 if i > 0 { out.append(0x2C) }
-                out += "\"\(entry.key.rawValue)\":{".utf8
-                for (j, drop) in entry.value.sorted(by: { $0.key < $1.key }).enumerated() {
-                    if j > 0 { out.append(0x2C) }
-                    ResultEncoding.appendJSONString(drop.key, to: &out)
-                    out.append(0x3A)
-                    ResultEncoding.appendInteger(drop.value, to: &out)
-                }
-                out += "}".utf8
+                out += "\"\(entry.key.rawValue)\":".utf8
+                Self.appendCounts(entry.value, to: &out)
             }
             out += "}".utf8
         }

@@ -271,14 +271,11 @@ final class HardeningTests: XCTestCase {
 
     // MARK: - Servers that contradict themselves
 
-    /// 500 rows against a server that answers each stream `:status 200` and then says it was never
-    /// processed: each row the server answered ends `unknown` (AnswerCut) and reached it exactly
-    /// once; rows left when the breaker stops the run have no line and never reached it.
-    private func runContradiction(_ mode: String, diagnosis: String) throws {
-        let input = try tokens(500)
+    /// A `--misbehave MODE` mock in its own folder, verifying the key that `keys` made, and a send
+    /// of `input` to it (results in the mode's folder); returns the run and the mock's counters.
+    private func sendToHostile(_ mode: String, input: String, keys: SendTests.Mock, extra: [String] = [],
+                               seconds: Double = 60) throws -> (run: PushcastRun, statistics: [String: Any], place: String) {
         let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
-        let keys = try SendTests.Mock(directory: directory, extra: [])
-        _ = keys.stop()
         let place = directory + "/" + mode
         try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true)
         let mock = try MockProcess(directory: place, arguments: ["--port", "0", "--workers", "2", "--duration", "120s", "--misbehave", mode,
@@ -288,8 +285,18 @@ final class HardeningTests: XCTestCase {
         let run = try runPushcast(["send", input, "--payload", payload, "--apns-topic", "com.example.app",
                                    "--apns-key", keys.keyPath, "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID,
                                    "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
-                                   "--results", place + "/results.ndjson", "--prune", place + "/prune.csv", "--quiet"], seconds: 60)
-        let statistics = mock.stop()
+                                   "--results", place + "/results.ndjson", "--prune", place + "/prune.csv", "--quiet"] + extra, seconds: seconds)
+        return (run, mock.stop(), place)
+    }
+
+    /// 500 rows against a server that answers each stream `:status 200` and then says it was never
+    /// processed: each row the server answered ends `unknown` (AnswerCut) and reached it exactly
+    /// once; rows left when the breaker stops the run have no line and never reached it.
+    private func runContradiction(_ mode: String, diagnosis: String) throws {
+        let input = try tokens(500)
+        let keys = try SendTests.Mock(directory: directory, extra: [])
+        _ = keys.stop()
+        let (run, statistics, place) = try sendToHostile(mode, input: input, keys: keys)
         let cut = (statistics["misbehavior"] as? [String: Any])?["answers_cut"] as? Int ?? -1
         XCTAssertEqual(run.status, 2, "\(mode): \(run.stderr)")
         XCTAssertTrue(run.stderr.contains(diagnosis), "\(mode): a line names the server's behaviour: \(run.stderr)")
@@ -308,26 +315,15 @@ final class HardeningTests: XCTestCase {
     /// with a line naming the dropped connections by reason, in the summary and in the metrics.
     func testDroppedConnectionsAreNamedByReasonInTheSummaryAndTheMetrics() throws {
         let input = try tokens(500)
-        let payload = try write("payload.json", #"{"aps":{"alert":"hi"}}"#)
         let keys = try SendTests.Mock(directory: directory, extra: [])
         _ = keys.stop()
         let cases = [("close-half-answered", "closed by the server with requests in flight"),
                      ("ping-flood", "error from the server: HTTP/2: nghttp2_session_mem_recv: Flooding was detected")]
         for (mode, reason) in cases {
-            let place = directory + "/" + mode
-            try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true)
-            let mock = try MockProcess(directory: place, arguments: ["--port", "0", "--workers", "2", "--duration", "120s", "--misbehave", mode,
-                                                                     "--apns-public-key", directory + "/apns-key.pub.pem",
-                                                                     "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID],
-                                       waitFor: ["PORT"])
             let started = Date()
-            let run = try runPushcast(["send", input, "--payload", payload, "--apns-topic", "com.example.app",
-                                       "--apns-key", keys.keyPath, "--apns-key-id", keys.keyID, "--apns-team-id", keys.teamID,
-                                       "--apns-endpoint", "https://127.0.0.1:\(mock.port)", "--ca-file", mock.caFile,
-                                       "--results", place + "/results.ndjson", "--prune", place + "/prune.csv", "--quiet",
-                                       "--stall-timeout", "3s", "--summary", place + "/summary.json", "--metrics-file", place + "/m.prom"],
-                                      seconds: 90)
-            _ = mock.stop()
+            let outputs = [directory + "/" + mode + "/summary.json", directory + "/" + mode + "/m.prom"]
+            let (run, _, place) = try sendToHostile(mode, input: input, keys: keys,
+                                                    extra: ["--stall-timeout", "3s", "--summary", outputs[0], "--metrics-file", outputs[1]], seconds: 90)
             XCTAssertLessThan(Date().timeIntervalSince(started), 60, mode)
             XCTAssertNotEqual(run.status, 0, "\(mode): \(run.stderr)")
             XCTAssertTrue(run.stderr.contains("connections dropped (apns): "), "\(mode): \(run.stderr)")
