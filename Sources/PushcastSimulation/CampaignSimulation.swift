@@ -27,6 +27,8 @@ public struct SimulationScenario {
     /// Resume as `--retry-unknown` does, sending again the rows that may have gone out (a test
     /// sets it to show that the invariants catch the double sends this allows).
     public var resumeRetriesUnknown = false
+    /// FCM's `--rate` (its limiter, which throttles and pauses on provider-wide 429s); nil: none.
+    public var fcmRatePerSecond: Double? = nil
 
     public init(seed: UInt64) {
         self.seed = seed
@@ -59,7 +61,7 @@ public struct SimulatedRow: Sendable {
     public var name: String
     public var kind: Kind
 
-    static func make(count: Int, random: SplitMix64) -> [SimulatedRow] {
+    public static func make(count: Int, random: SplitMix64) -> [SimulatedRow] {
         var rows: [SimulatedRow] = []
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
         for i in 0..<count {

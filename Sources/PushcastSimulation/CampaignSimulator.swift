@@ -173,7 +173,9 @@ public enum CampaignSimulator {
                                                                 retry: scenario.retry, retryUnknown: false),
                                      policy: policy, client: client("api.sim.apple"), connections: scenario.connections[.apns]!,
                                      workers: scenario.workers[.apns]!)
-        let fcm = ProviderLane.fcm(settings: FCMSendSettings(authority: "fcm.sim.google", project: "sim", tokens: tokens), policy: policy,
+        var fcmPolicy = policy
+        fcmPolicy.limiter = scenario.fcmRatePerSecond.map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: 0) }
+        let fcm = ProviderLane.fcm(settings: FCMSendSettings(authority: "fcm.sim.google", project: "sim", tokens: tokens), policy: fcmPolicy,
                                    client: client("fcm.sim.google"), connections: scenario.connections[.fcm]!, workers: scenario.workers[.fcm]!)
         guard let wrap else { return [apns, fcm] }
         return [apns, fcm].map { lane in
