@@ -284,6 +284,10 @@ public final class OutcomeChannel: @unchecked Sendable {
 public final class WorkerGauge: Sendable {
     public let inFlight = Atomic<Int>(0)
     public let retries = Atomic<Int>(0)
+    /// 429s about one device (its row alone waited), and those taken as the provider's own limit
+    /// (the whole lane slowed and paused).
+    public let deviceThrottles = Atomic<Int>(0)
+    public let providerThrottles = Atomic<Int>(0)
     public init() {}
 }
 

@@ -107,7 +107,9 @@ public final class LaneBoard {
             CampaignProgress.LaneFigures(provider: wiring.lane.provider,
                                      inFlight: wiring.gauges.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) },
                                      retries: wiring.gauges.reduce(0) { $0 + $1.retries.load(ordering: .relaxed) },
-                                     drops: wiring.lane.client.drops.byReason)
+                                     drops: wiring.lane.client.drops.byReason,
+                                     deviceThrottles: wiring.gauges.reduce(0) { $0 + $1.deviceThrottles.load(ordering: .relaxed) },
+                                     providerThrottles: wiring.gauges.reduce(0) { $0 + $1.providerThrottles.load(ordering: .relaxed) })
         }
     }
 
@@ -119,6 +121,9 @@ public final class LaneBoard {
             summary.retries += retries
             let drops = wiring.lane.client.drops.byReason
             if !drops.isEmpty { summary.connectionsDropped[wiring.lane.provider] = drops }
+            let device = wiring.gauges.reduce(0) { $0 + $1.deviceThrottles.load(ordering: .relaxed) }
+            let provider = wiring.gauges.reduce(0) { $0 + $1.providerThrottles.load(ordering: .relaxed) }
+            if device + provider > 0 { summary.throttles[wiring.lane.provider] = (device, provider) }
         }
     }
 }

@@ -104,6 +104,12 @@ public struct CampaignMetrics {
                 out.sample("pushcast_connections_dropped_total", [("provider", lane.provider.rawValue), ("reason", reason)], Double(count))
             }
         }
+        out.family("pushcast_throttles_total", "counter",
+                   "429 answers by scope: device (one row waited) or provider (the whole lane slowed and paused).")
+        for lane in progress.lanes {
+            out.sample("pushcast_throttles_total", [("provider", lane.provider.rawValue), ("scope", "device")], Double(lane.deviceThrottles))
+            out.sample("pushcast_throttles_total", [("provider", lane.provider.rawValue), ("scope", "provider")], Double(lane.providerThrottles))
+        }
         out.family("pushcast_rows_per_second", "gauge", "Rows finished per second since the previous update of this file.")
         let rows = progress.summary.byProvider.mapValues(\.rows)
         let elapsed = progress.elapsedSeconds

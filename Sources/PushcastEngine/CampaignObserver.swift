@@ -20,6 +20,9 @@ public struct CampaignProgress {
         public let retries: Int
         /// Connections dropped so far, by reason (`ConnectionDrops`).
         public var drops: [String: Int] = [:]
+        /// 429s that delayed one row, and those that slowed the whole lane.
+        public var deviceThrottles = 0
+        public var providerThrottles = 0
     }
 
     public var elapsedSeconds: Double { max(0.001, Double(elapsedNanoseconds) / 1e9) }

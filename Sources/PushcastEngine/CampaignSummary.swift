@@ -66,6 +66,9 @@ public struct CampaignSummary: Sendable {
     public var notes: [String] = []
     /// Connections dropped (not closed gracefully), per provider and reason.
     public var connectionsDropped: [ProviderID: [String: Int]] = [:]
+    /// 429s per provider: those about one device (its row waited), and those taken as the
+    /// provider's own limit (the lane slowed and paused).
+    public var throttles: [ProviderID: (device: Int, provider: Int)] = [:]
     /// The run stopped early and can be resumed (`send --resume`): a signal, a full disk, or a
     /// server that turned bad after answering. Exit status 3.
     public var interrupted = false
@@ -158,6 +161,10 @@ public struct CampaignSummary: Sendable {
             lines.append("connections dropped (\(provider.rawValue)): " + drops.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
+        for (provider, count) in throttles.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            lines.append("throttled (\(provider.rawValue)): \(count.device) 429s about one device (the row waited), "
+                + "\(count.provider) about the provider (every send paused)")
+        }
         for note in notes { lines.append("note: \(note)") }
         if let stoppedBecause { lines.append("stopped: \(stoppedBecause)") }
         return lines.joined(separator: "\n")
@@ -232,6 +239,15 @@ public struct CampaignSummary: Sendable {
                 if i > 0 { out.append(0x2C) }
                 out += "\"\(entry.key.rawValue)\":".utf8
                 Self.appendCounts(entry.value, to: &out)
+            }
+            out += "}".utf8
+        }
+        if !throttles.isEmpty {
+            out += ",\"throttles\":{".utf8
+            for (i, entry) in throttles.sorted(by: { $0.key.rawValue < $1.key.rawValue }).enumerated() {
+                if i > 0 { out.append(0x2C) }
+                out += "\"\(entry.key.rawValue)\":".utf8
+                Self.appendCounts(["device": entry.value.device, "provider": entry.value.provider], to: &out)
             }
             out += "}".utf8
         }

@@ -293,6 +293,11 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
                 }
             }
         }
+        if providerWide {
+            _ = gauge.providerThrottles.add(1, ordering: .relaxed)
+        } else if throttle != .none {
+            _ = gauge.deviceThrottles.add(1, ordering: .relaxed)
+        }
         if providerWide && throttle == .provider && Int(notification.resends) < policy.resendsMax {
             // The project's quota refused it unprocessed: it waits out the provider's pause like
             // a refused stream, on the resend budget, its deadline starting again when it goes.

@@ -349,6 +349,9 @@ final class FCMSendTests: XCTestCase {
         let times = log.compactMap { $0["mono_ms"] as? Int }.filter { $0 <= mainEnd }.sorted()
         XCTAssertGreaterThanOrEqual(Self.checkPacing(times, ratePerSecond: 2000, context: "1 % device 429s"), 12)
         let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: fixture.directory + "/summary.json"))) as? [String: Any])
+        let throttles = (summary["throttles"] as? [String: [String: Int]])?["fcm"]
+        XCTAssertEqual(throttles?["device"], rows / 100, "every 429 counted as a device's: \(summary)")
+        XCTAssertEqual(throttles?["provider"], 0, "none taken for the provider's: \(summary)")
         let wall = try XCTUnwrap(summary["wall_seconds"] as? Double)
         // rows ÷ rate, and the requests the 429s added, within 5 % (plus a second to start and end).
         XCTAssertLessThan(wall, Double(rows + rows / 100) / 2000 * 1.05 + 1, "the campaign took \(wall) s")
