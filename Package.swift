@@ -32,7 +32,7 @@ let package = Package(
             name: "CURing",
             linkerSettings: [.linkedLibrary("uring")]
         ),
-        // Database clients (issue 14): SQLite, libpq, libmariadb, imported as they are.
+        // Database clients: SQLite, libpq, libmariadb, imported as they are.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),

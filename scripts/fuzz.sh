@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzing (issue 11, docs/FUZZING.md). Builds the libFuzzer binaries of Tests/Fuzz and runs them.
+# Fuzzing (docs/FUZZING.md). Builds the libFuzzer binaries of Tests/Fuzz and runs them.
 #
 #   scripts/fuzz.sh build              build every fuzz binary (-sanitize=fuzzer,address)
 #   scripts/fuzz.sh run [TARGET...]    run each target FUZZ_SECONDS seconds, one after the other

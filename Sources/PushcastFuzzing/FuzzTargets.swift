@@ -1,4 +1,4 @@
-// Fuzz bodies (issue 11): pure functions from bytes to nothing, shared by the libFuzzer binaries
+// Fuzz bodies: pure functions from bytes to nothing, shared by the libFuzzer binaries
 // (Tests/Fuzz, built only by `make fuzz`) and the corpus replay test (Tests/PushcastFuzzingTests,
 // part of `make test`). A body returns normally for any input; a broken invariant traps
 // (`precondition`), which libFuzzer records as a crash and the replay test reports as one.

@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// pushcast's libFuzzer binaries (issue 11, docs/FUZZING.md): one executable per fuzz target, each a
+// pushcast's libFuzzer binaries (docs/FUZZING.md): one executable per fuzz target, each a
 // thin `LLVMFuzzerTestOneInput` over a body in the main package's PushcastFuzzing library. Not part
 // of the normal build; `make fuzz` builds it (scripts/fuzz.sh) with
 //   swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
