@@ -1,4 +1,4 @@
-// The server side of the provider token, for the mock (issue 3, `pushcast mock`): checks
+// The server side of the provider token, for the mock (`pushcast mock`): checks
 // `authorization: bearer <jwt>` the way APNs does (§1.6, §1.8) and answers with APNs's reasons.
 // Verified tokens are cached, so the per-request cost for the one shared token is a string
 // comparison plus an age check; the signature is verified once per distinct token.

@@ -162,9 +162,9 @@ public struct APNsResponseSummary: Sendable, Equatable {
     public var unregisteredAt: String? { timestampMilliseconds.flatMap(ISO8601.string(milliseconds:)) }
 }
 
-/// The reason table (§1.6 and issue 3's response table). Decisions where the sources leave room:
+/// The reason table (§1.6). Decisions where the sources leave room:
 /// - BadTopic, MissingTopic and TopicDisallowed stop the run: the topic is per campaign, so every
-///   row would fail the same way (docs/PROTOCOL.md §3 puts them in the abort set; issue 3's table
+///   row would fail the same way (docs/PROTOCOL.md §3 puts them in the abort set; the original table
 ///   lists BadTopic under "other 4xx", which would send millions of doomed requests).
 /// - Forbidden fails the row (Apple: do not retry).
 /// - IdleTimeout and UnrelatedKeyIdInToken are connection-level: retry (on a new connection).

@@ -1,4 +1,4 @@
-// The HTTP/2 client session fed hostile server bytes after a valid handshake (issue 11, target 8).
+// The HTTP/2 client session fed hostile server bytes after a valid handshake.
 //
 // Each input: a real HTTP2ServerSession completes the handshake in memory (as in
 // Tests/PushcastWireTests/HTTP2TestSupport.swift), three requests are submitted (stream ids 1, 3

@@ -5,7 +5,7 @@ import PushcastEngine
 import PushcastJSON
 import PushcastReactor
 
-/// The options for the people around a campaign (issue 15): progress that suits where stderr
+/// The options for the people around a campaign: progress that suits where stderr
 /// goes, the log format, and the Prometheus metrics file. `send` and `check` take them.
 enum OperatorOptions {
     static let logFormat = OptionSpec.value(

@@ -60,7 +60,7 @@ final class BinaryTests: XCTestCase {
         let badNumber = try run(["bench", "-c", "many"])
         XCTAssertEqual(badNumber.status, 2)
         XCTAssertTrue(badNumber.stderr.contains("many"), badNumber.stderr)
-        // No command at all prints the --help overview (issue 15).
+        // No command at all prints the --help overview.
         let noCommand = try run([])
         XCTAssertEqual(noCommand.status, 0)
         XCTAssertEqual(noCommand.stdout, try run(["--help"]).stdout)

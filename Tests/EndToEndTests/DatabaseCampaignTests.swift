@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// Campaigns straight from a database and prunes straight back (issue 14), against real servers
+/// Campaigns straight from a database and prunes straight back, against real servers
 /// the tests start (DatabaseServers.swift) and `pushcast mock --fcm`: each database's results
 /// are those of the same rows exported as CSV; `prune-apply` deactivates exactly the pruned
 /// tokens, once; a token re-registered mid-campaign stays active.

@@ -4,7 +4,7 @@ import XCTest
 import FoundationNetworking
 #endif
 
-/// What the people around a campaign see (issue 15): stderr that suits a log file (whole lines,
+/// What the people around a campaign see: stderr that suits a log file (whole lines,
 /// or one JSON object per line, never a token or a secret), and the Prometheus metrics file,
 /// checked by promtool at every sample and served by a real node_exporter.
 final class OperatorTests: XCTestCase {

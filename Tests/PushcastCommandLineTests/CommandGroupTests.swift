@@ -68,7 +68,7 @@ final class CommandGroupTests: XCTestCase {
     }
 
     func testNoCommandIsTheOverviewAndLeadingOptionIsAnError() throws {
-        // `pushcast` alone prints what `pushcast --help` prints (issue 15), not an error.
+        // `pushcast` alone prints what `pushcast --help` prints, not an error.
         guard case .help(let text) = try select([]) else { return XCTFail("no arguments") }
         XCTAssertEqual(text, group.helpText())
         XCTAssertEqual(selectError(["--json", "bench"])?.message, "expected a command before options, got '--json'")
