@@ -10,9 +10,16 @@ public enum FileIdentity: Hashable, Sendable, CustomStringConvertible {
     case inode(device: UInt64, inode: UInt64)
     case future(path: String)
 
-    /// nil when the path cannot name a file at all (its directory cannot be resolved).
+    /// nil when the path cannot name a file at all (its directory cannot be resolved), or names
+    /// something other than a regular file (`/dev/null`, a pipe), which several roles may share
+    /// without losing anything.
     public init?(path: String) {
-        if let existing = Self.existing(path) { self = existing; return }
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+            self = .inode(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+            return
+        }
         guard let resolved = Self.futurePath(path, hops: 0) else { return nil }
         self = .future(path: resolved)
     }

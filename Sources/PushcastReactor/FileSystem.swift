@@ -11,13 +11,28 @@ public enum FileSystem {
         guard fd >= 0 else { throw ReactorError("cannot write \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         // An existing file keeps its old mode through O_CREAT; a secret one is tightened.
-        if secret { fchmod(fd, 0o600) }
+        if secret { tightenIfRegular(fd) }
         var text = text
         var failure: ReactorError? = nil
         text.withUTF8 { utf8 in
             do throws(ReactorError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
         }
         if let failure { throw failure }
+    }
+
+    /// Mode 0600 for a regular file open as `fd`. Never for a device or a pipe: an output path
+    /// of `/dev/null` run as root would otherwise take every other user's /dev/null away.
+    public static func tightenIfRegular(_ fd: Int32) {
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return }
+        fchmod(fd, 0o600)
+    }
+
+    /// Whether `path` names something other than a regular file (a device such as /dev/null, a
+    /// pipe): such a target is written in place, never replaced by a rename.
+    public static func isSpecial(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG
     }
 
     /// Whether anything is at `path` (a link is followed).

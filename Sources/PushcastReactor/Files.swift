@@ -108,7 +108,7 @@ public final class OutputFile {
         let opened = open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0o600)
         guard opened >= 0 else { throw ReactorError("cannot create \(path): \(String(cString: strerror(errno)))") }
         // An existing file keeps its old mode through O_CREAT; tighten it.
-        fchmod(opened, 0o600)
+        FileSystem.tightenIfRegular(opened)
         fd = opened
         buffer = .allocate(byteCount: max(4096, bufferBytes), alignment: 16)
         if append {
@@ -124,7 +124,8 @@ public final class OutputFile {
     /// each a wait for the disk (about 40 µs on the development machine's virtual disk).
     public func sync() throws(ReactorError) {
         guard written != syncedEnd else { return }
-        guard fdatasync(fd) == 0 else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+        // EINVAL: a special file that has nothing to sync (`--prune /dev/null`).
+        guard fdatasync(fd) == 0 || errno == EINVAL else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
         syncedEnd = written
         syncCount += 1
         if dropsSyncedPages && written - droppedEnd >= Self.dropStepBytes { dropCachedPages() }
@@ -194,7 +195,8 @@ public final class OutputFile {
             reservedEnd += length
             return true
         }
-        if errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL {
+        // A file system without fallocate, or no file system at all (/dev/null: ENODEV; a pipe: ESPIPE).
+        if errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL || errno == ENODEV || errno == ESPIPE {
             canReserve = false
             return true
         }
@@ -350,7 +352,7 @@ public final class JournalFile {
         self.path = path
         let opened = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard opened >= 0 else { throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))") }
-        fchmod(opened, 0o600)
+        FileSystem.tightenIfRegular(opened)
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
         lock.l_whence = Int16(SEEK_SET)

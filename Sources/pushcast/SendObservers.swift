@@ -138,6 +138,11 @@ final class MetricsFileWriter: CampaignObserver {
     /// Writes `text` to a temporary name in the same directory (not ending in .prom, so the
     /// collector skips it), then renames it over `path`: readers see the old file or the new one.
     static func replace(_ path: String, with text: String) throws {
+        if FileSystem.isSpecial(path) {
+            // `/dev/null` or a pipe: written in place; a rename would replace the device itself.
+            do { try FileSystem.write(text, to: path) } catch { throw CommandFailure(error.description) }
+            return
+        }
         let temporary = path + ".\(CurrentProcess.id).tmp"
         do {
             try FileSystem.write(text, to: temporary, secret: false)

@@ -70,6 +70,20 @@ final class HardeningTests: XCTestCase {
         }
         XCTAssertTrue(mock.log.isEmpty, "nothing was sent")
 
+        // Devices are no files to protect: the prune file, the summary and the metrics may all go
+        // to /dev/null, which stays what it was (never tightened to 0600, never renamed over).
+        let before = try FileManager.default.attributesOfItem(atPath: "/dev/null")
+        let quiet = try runPushcast(sendArguments(input, mock, payload: payload)
+            + ["--results", results, "--prune", "/dev/null", "--summary", "/dev/null", "--metrics-file", "/dev/null", "--quiet"], seconds: 30)
+        XCTAssertEqual(quiet.status, 0, quiet.stderr)
+        XCTAssertEqual(try resultsByRow(results).count, 50)
+        let after = try FileManager.default.attributesOfItem(atPath: "/dev/null")
+        XCTAssertEqual(after[.type] as? FileAttributeType, .typeCharacterSpecial)
+        XCTAssertEqual(after[.posixPermissions] as? Int, before[.posixPermissions] as? Int, "/dev/null's mode changed")
+        try FileManager.default.removeItem(atPath: results)
+        try FileManager.default.removeItem(atPath: results + ".journal")
+        try? FileManager.default.removeItem(atPath: results + ".timeline")
+
         // stdin redirected from the export, with the results on it.
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BinaryTests.binary)
