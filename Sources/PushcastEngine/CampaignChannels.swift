@@ -118,7 +118,27 @@ public final class OutcomeChannel: @unchecked Sendable {
     private let hasNotices = Atomic<Bool>(false)
     static let noticesMax = 32
 
-    public init() {}
+    /// Where the workers record the rows they hand to a connection (the journal's `D` lines);
+    /// nil for a run without a journal.
+    public let dispatch: DispatchLog?
+
+    public init(dispatch: DispatchLog? = nil) {
+        self.dispatch = dispatch
+    }
+
+    /// Outcomes the workers pushed, and those of them the reader has handed to the kernel.
+    private let pushedCount = Atomic<Int>(0)
+    private let persistedCount = Atomic<Int>(0)
+
+    /// The reader wrote `count` more of the pushed outcomes to the kernel (a crash keeps them).
+    public func persisted(_ count: Int) {
+        if count > 0 { persistedCount.add(count, ordering: .relaxed) }
+    }
+
+    /// Outcomes pushed and not yet written to the kernel.
+    public var unpersisted: Int {
+        max(0, pushedCount.load(ordering: .relaxed) - persistedCount.load(ordering: .relaxed))
+    }
 
     /// A worker's line for the log; the reader loop prints it.
     public func notice(_ text: String, afterNanoseconds: UInt64) {
@@ -141,6 +161,7 @@ public final class OutcomeChannel: @unchecked Sendable {
 
     public func push(_ batch: inout [OutcomeRecord]) {
         guard !batch.isEmpty else { return }
+        pushedCount.add(batch.count, ordering: .relaxed)
         condition.lock()
         if items.isEmpty {
             // The usual case (the writer took everything): the batch moves in whole, and the

@@ -66,7 +66,8 @@ public final class LaneWiring: @unchecked Sendable {
     /// What worker `index`'s workload is made from.
     public func context(worker index: Int, outcomes: OutcomeChannel, clock: TurnClock, random: RandomSource) -> WorkloadContext {
         WorkloadContext(channel: channels[index], outcomes: outcomes, gauge: gauges[index], clock: clock, random: random,
-                        inFlightMax: shares[index] * lane.client.limits.streamsPerConnectionMax)
+                        inFlightMax: shares[index] * lane.client.limits.streamsPerConnectionMax,
+                        dispatch: outcomes.dispatch?.marks(for: lane.provider))
     }
 
     /// Notifications that can be between the reader and an answer at once in this lane.

@@ -105,60 +105,142 @@ public struct ContentHash: Sendable {
 /// The write-ahead journal beside the results file (`<results>.journal`). Text lines:
 ///
 ///     pushcast-journal 1 campaign=… input=… templates=… providers=… results=…
-///     B                      a run (the first, or a resume) begins
+///     B boot=…               a run (the first, or a resume) begins, on this boot of the kernel
 ///     R apns 8192            the run may hand rows of feed `apns` below 8192 to the workers
+///     D apns 0-63,80         rows a worker handed to a connection (unsynced, `DispatchLog`)
+///     U apns 17              rows that came back unsent (429, 503, refused) to wait for a retry
 ///     S                      the run stopped cleanly: every row it handed out is in the results
 ///
 /// A reservation is written and synced before any row it covers goes to a worker, in blocks, so a
 /// crash at any moment leaves the journal saying which rows may have gone out: a row of a run
-/// without `S`, below that run's reservation for its feed, with no results line. A torn last line
-/// is dropped (it was never synced, so nothing it covered went out).
+/// without `S`, below that run's reservation for its feed, with no results line. A worker writes
+/// its `D` marks before the rows' bytes can reach a socket; they are never synced, so they are
+/// believed only on the boot that wrote them (a process crash keeps unsynced writes, power loss
+/// does not). A torn last line is dropped (it was never synced, so nothing it covered went out; a
+/// torn `D` line's rows never reached a socket either).
 public struct JournalState: Equatable {
     public var fingerprint: CampaignFingerprint
-    /// For runs that did not stop cleanly: the highest reservation of each feed.
+    /// For runs that did not stop cleanly and whose dispatch marks cannot be believed (another
+    /// boot, an older pushcast, a damaged mark): the highest reservation of each feed.
     public var uncleanMarks: [String: Int] = [:]
+    /// For runs of this boot that did not stop cleanly: each feed's rows handed to a connection.
+    public var dispatched: [String: DispatchedRows] = [:]
+    /// ... and each feed's highest reservation of those runs (rows below it without a mark never
+    /// reached a socket).
+    public var dispatchedMarks: [String: Int] = [:]
+    /// Runs that did not stop cleanly whose marks were not believed, and why.
+    public var distrusted: [String] = []
     public var runs = 0
     /// Whether the last run recorded its clean stop (`S`): false after a crash or a signal.
     public var lastRunClean = true
 
     /// Rows below this mark of `feed` may have gone out (if they have no results line).
-    public func mayHaveGoneOut(row: Int, feed: String) -> Bool { row < uncleanMarks[feed, default: 0] }
+    @inline(__always)
+    public func mayHaveGoneOut(row: Int, feed: String) -> Bool {
+        row < uncleanMarks[feed, default: 0] || dispatched[feed]?.contains(row) == true
+    }
 
-    /// Parses a journal's bytes; a damaged line other than the last throws, naming it.
-    public static func parse(_ bytes: [UInt8], path: String) throws(CampaignError) -> JournalState {
-        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    /// One run's lines, as parsed.
+    private struct Run {
+        var boot: String? = nil
+        var marks: [String: Int] = [:]
+        var dispatched: [String: DispatchedRows] = [:]
+        var damagedMark: String? = nil
+        var clean = false
+    }
+
+    /// Parses a journal's bytes; a damaged line other than the last throws, naming it. `boot`:
+    /// this boot's id (nil: unknown, so no dispatch mark is believed).
+    public static func parse(_ bytes: [UInt8], path: String, boot: String? = nil) throws(CampaignError) -> JournalState {
+        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         if bytes.last != UInt8(ascii: "\n") { lines.removeLast() }  // a torn last line (or no final newline)
-        else if lines.last == "" { lines.removeLast() }
-        guard let header = lines.first, let fingerprint = parseHeader(header) else {
+        else if lines.last?.isEmpty == true { lines.removeLast() }
+        guard let header = lines.first, let fingerprint = parseHeader(String(decoding: header, as: UTF8.self)) else {
             throw .input("\(path):1: not a pushcast journal")
         }
         var state = JournalState(fingerprint: fingerprint)
-        var current: [String: Int] = [:]
-        var clean = true
-        func endRun() {
-            state.lastRunClean = clean
-            if !clean { for (feed, mark) in current { state.uncleanMarks[feed] = max(state.uncleanMarks[feed, default: 0], mark) } }
-        }
+        var run: Run? = nil
         for (index, line) in lines.enumerated().dropFirst() {
-            let fields = line.split(separator: " ")
+            if let kind = line.first, kind == UInt8(ascii: "D") || kind == UInt8(ascii: "U"), line.count > 1,
+               line[line.startIndex + 1] == UInt8(ascii: " ") {
+                // A line written by a worker: one that does not parse makes its run's marks unbelievable.
+                if run != nil { parseDispatch(line, into: &run!) }
+                continue
+            }
+            let text = String(decoding: line, as: UTF8.self)
+            let fields = text.split(separator: " ")
             switch (fields.first, fields.count) {
-            case ("B", 1):
-                endRun()
+            case ("B", 1), ("B", 2):
+                if let run { state.end(run, boot: boot) }
                 state.runs += 1
-                current = [:]
-                clean = false
+                run = Run(boot: fields.count == 2 && fields[1].hasPrefix("boot=") ? String(fields[1].dropFirst(5)) : nil)
             case ("R", 3):
-                guard let row = Int(fields[2]), row >= 0 else { throw .input("\(path):\(index + 1): damaged reservation '\(line)'") }
-                current[String(fields[1])] = max(current[String(fields[1]), default: 0], row)
-                clean = false
+                if run == nil { run = Run() }
+                guard let row = Int(fields[2]), row >= 0 else { throw .input("\(path):\(index + 1): damaged reservation '\(text)'") }
+                run!.marks[String(fields[1])] = max(run!.marks[String(fields[1]), default: 0], row)
+                run!.clean = false
             case ("S", 1):
-                clean = true
+                run?.clean = true
             default:
-                throw .input("\(path):\(index + 1): damaged line '\(line)'")
+                throw .input("\(path):\(index + 1): damaged line '\(text)'")
             }
         }
-        endRun()
+        if let run { state.end(run, boot: boot) }
         return state
+    }
+
+    /// A `D` (handed out) or `U` (came back unsent) line's ranges, each below the run's
+    /// reservation for its feed (a worker only hands out reserved rows); anything else is a
+    /// damaged mark.
+    private static func parseDispatch(_ line: ArraySlice<UInt8>, into run: inout Run) {
+        let fields = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard fields.count == 3, run.damagedMark == nil else {
+            if run.damagedMark == nil { run.damagedMark = String(decoding: line, as: UTF8.self) }
+            return
+        }
+        let feed = String(decoding: fields[1], as: UTF8.self)
+        let mark = run.marks[feed, default: 0]
+        for range in fields[2].split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+            let ends = range.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+            guard (1...2).contains(ends.count), let low = decimal(ends.first!), let high = decimal(ends.last!), low <= high, high < mark else {
+                run.damagedMark = String(decoding: line, as: UTF8.self)
+                return
+            }
+            if line.first == UInt8(ascii: "D") {
+                run.dispatched[feed, default: DispatchedRows()].insert(low...high)
+            } else {
+                run.dispatched[feed]?.remove(low...high)
+            }
+        }
+    }
+
+    private static func decimal(_ digits: ArraySlice<UInt8>) -> Int? {
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0") && digit <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(digit - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    /// Folds a finished run in: a clean one leaves nothing; an unclean one leaves its marks when
+    /// they can be believed, else its reservations.
+    private mutating func end(_ run: Run, boot current: String?) {
+        lastRunClean = run.clean
+        guard !run.clean else { return }
+        var why: String? = nil
+        if run.boot == nil { why = "its run recorded no dispatch marks" }
+        else if current == nil { why = "this machine's boot id cannot be read" }
+        else if run.boot != current { why = "the machine restarted since (unsynced marks may be lost)" }
+        else if let damaged = run.damagedMark { why = "a dispatch mark is damaged ('\(damaged.prefix(60))')" }
+        if let why {
+            distrusted.append(why)
+            for (feed, mark) in run.marks { uncleanMarks[feed] = max(uncleanMarks[feed, default: 0], mark) }
+            return
+        }
+        for (feed, mark) in run.marks { dispatchedMarks[feed] = max(dispatchedMarks[feed, default: 0], mark) }
+        for (feed, rows) in run.dispatched { dispatched[feed, default: DispatchedRows()].formUnion(rows) }
     }
 
     public static func parseHeader(_ line: String) -> CampaignFingerprint? {
@@ -202,17 +284,23 @@ public final class CampaignJournal {
     /// Each feed's current block size and when its last block was reserved.
     private var blocks: [String: (rows: Int, at: UInt64)] = [:]
 
+    /// This boot's id, recorded in the run's `B` line; nil: none can be read, so the workers
+    /// write no dispatch marks (a resume could not believe them).
+    public let boot: String?
+
     /// Takes over an open, locked journal file; `fresh` empties it and writes `fingerprint` as
     /// its header. Begins a run.
-    public init(file: JournalFile, fingerprint: CampaignFingerprint, fresh: Bool, policy: SyncPolicy) throws(CampaignError) {
+    public init(file: JournalFile, fingerprint: CampaignFingerprint, fresh: Bool, policy: SyncPolicy,
+                boot: String?) throws(CampaignError) {
         self.file = file
         self.policy = policy
+        self.boot = boot
         do {
             if fresh {
                 try file.truncate()
                 try file.append(fingerprint.headerLine)
             }
-            try file.append("B\n")
+            try file.append(boot.map { "B boot=\($0)\n" } ?? "B\n")
             if policy != .never { try file.sync() }
         } catch {
             throw .output(error.description)
@@ -239,6 +327,11 @@ public final class CampaignJournal {
         }
         marks[feed] = mark
         return mark
+    }
+
+    /// Where the workers write their dispatch marks (`D` lines); nil without a boot id.
+    public func dispatchLog(feedKeys: [ProviderID: String]) -> DispatchLog? {
+        boot == nil ? nil : DispatchLog(file: file, feedKeys: feedKeys)
     }
 
     /// The run stopped with every row it handed out recorded in the (synced) results.

@@ -111,6 +111,10 @@ final class CampaignLoop<Crew: CampaignCrew> {
     private let feedKeys: [String]
     private var coveredBelow: [Int]
     private var lastSync: UInt64
+    /// Outcomes recorded since the results last went to the kernel.
+    private var unflushed = false
+    /// Outcomes taken from the workers since the results last went to the kernel.
+    private var drainedUnpersisted = 0
     /// Rows one feed turn may read; the sinks reserve room for these plus all outstanding ones.
     private static var rowsPerTurn: Int { 8192 }
 
@@ -118,7 +122,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
          observers: [CampaignObserver], totalRows: Int?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
         self.interruption = interruption
         self.durability = durability
-        feedKeys = feeds.map { feed in feed.preparer.sends.sorted { $0.position < $1.position }.map(\.rawValue).joined(separator: "+") }
+        feedKeys = feeds.map(\.journalKey)
         coveredBelow = Array(repeating: 0, count: feeds.count)
         lastSync = start
         if let durability { summary = durability.summary }
@@ -150,6 +154,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
             let blocked = feeds.indices.allSatisfy { feedDone[$0] || feedLanes[$0].contains { $0.isBlocked } }
             crew.awaitOutcomes(outcomes, into: &drained, timeoutSeconds: inputDone || blocked ? 0.1 : 0)
             if crew.hasCrashed { return }
+            drainedUnpersisted += drained.count
             recordAll()
             tellNotices()
             outcomes.takePayloads(into: &returnedPayloads)
@@ -300,20 +305,31 @@ final class CampaignLoop<Crew: CampaignCrew> {
         board.feeder(provider)!.add(consume notification)
     }
 
-    /// Results reach the kernel every 100 ms (a crashed process then loses at most that much),
-    /// and the disk as `--fsync` says: every 100 ms (batch), every loop turn (always), or never.
+    /// Results reach the kernel every loop turn that recorded any while the workers keep
+    /// dispatch marks (a killed process then leaves unknown only rows that were on the wire),
+    /// else every 100 ms; and the disk as `--fsync` says: every 100 ms (batch), every loop turn
+    /// (always), or never.
     private func syncIfDue(now: UInt64) {
         guard let durability else { return }
-        guard durability.policy == .always || now &- lastSync >= 100_000_000 else { return }
-        lastSync = now
+        let due = durability.policy == .always || now &- lastSync >= 100_000_000
+        guard due || (unflushed && durability.journal.boot != nil) else { return }
+        unflushed = false
+        if due { lastSync = now }
+        var written = true
         for sink in sinks {
-            do { try sink.sync(durable: durability.policy != .never) } catch {
+            do { try sink.sync(durable: due && durability.policy != .never) } catch {
+                written = false
                 outcomes.stop(reason: "\(error.description); stopped sending")
             }
+        }
+        if written {
+            outcomes.persisted(drainedUnpersisted)
+            drainedUnpersisted = 0
         }
     }
 
     private func record(_ outcome: inout OutcomeRecord) {
+        unflushed = true
         summary.record(outcome)
         for sink in sinks { sink.record(&outcome) }
     }

@@ -7,8 +7,12 @@ public struct ResumeRequest: Sendable {
     public var force: Bool
     public var retryUnknown: Bool
     public var policy: SyncPolicy
+    /// This boot of the kernel's id (`FileSystem.bootID()`): the run records it, and a resume
+    /// believes the dispatch marks of earlier runs only on the same boot. Nil: no marks.
+    public var boot: String?
 
-    public init(resume: Bool, force: Bool, retryUnknown: Bool, policy: SyncPolicy) {
+    public init(resume: Bool, force: Bool, retryUnknown: Bool, policy: SyncPolicy, boot: String? = nil) {
+        self.boot = boot
         self.resume = resume
         self.force = force
         self.retryUnknown = retryUnknown
@@ -46,7 +50,7 @@ extension CampaignDurability {
                     + "--force starts it over (and truncates the file)")
             }
             if holdsLines { do { try truncateFile(resultsPath, to: 0) } catch { throw .output(error.description) } }
-            let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy)
+            let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy, boot: request.boot)
             return CampaignDurability(journal: journal, policy: request.policy, recovered: nil, earlier: nil,
                                       retryUnknown: request.retryUnknown, summary: CampaignSummary(), restoredPrune: nil)
         }
@@ -76,7 +80,7 @@ extension CampaignDurability {
             do { try truncateFile(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
         }
         note("resuming without a journal: \(recovered.count) rows already finished; every other row is sent (--retry-unknown)")
-        let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy)
+        let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy, boot: request.boot)
         return CampaignDurability(journal: journal, policy: request.policy, recovered: recovered, earlier: nil,
                                   retryUnknown: true, summary: summary, restoredPrune: prune)
     }
@@ -86,7 +90,7 @@ extension CampaignDurability {
                                note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         var summary = CampaignSummary()
         var prune = ByteBuffer(capacity: 16 * 1024)
-        let earlier = try JournalState.parse(journalBytes, path: file.path)
+        let earlier = try JournalState.parse(journalBytes, path: file.path, boot: request.boot)
         let changed = fingerprint.differences(from: earlier.fingerprint)
         guard changed.isEmpty else {
             throw .options("--resume: this is not the campaign \(file.path) recorded: \(changed.joined(separator: ", ")) "
@@ -100,9 +104,43 @@ extension CampaignDurability {
             do { try truncateFile(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
         }
         note("resuming: \(recovered.count) rows already finished"
-            + (recovered.tornBytes > 0 ? " (a torn last line of \(recovered.tornBytes) bytes dropped)" : ""))
-        let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: false, policy: request.policy)
+            + (recovered.tornBytes > 0 ? " (a torn last line of \(recovered.tornBytes) bytes dropped)" : "")
+            + Preview(recovered: recovered, earlier: earlier).writeOffNote(retryUnknown: request.retryUnknown))
+        let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: false, policy: request.policy, boot: request.boot)
         return CampaignDurability(journal: journal, policy: request.policy, recovered: recovered, earlier: earlier,
                                   retryUnknown: request.retryUnknown, summary: summary, restoredPrune: prune)
+    }
+}
+
+extension CampaignDurability.Preview {
+    /// Rows without a results line that an earlier run may have sent (`unknown`), and reserved
+    /// rows it never handed to a connection (sent now).
+    public var unsettled: (mayHaveGoneOut: Int, neverSent: Int) {
+        let feeds = Set(earlier.uncleanMarks.keys).union(earlier.dispatchedMarks.keys)
+        var out = (mayHaveGoneOut: 0, neverSent: 0)
+        for feed in feeds {
+            let end = max(earlier.uncleanMarks[feed, default: 0], earlier.dispatchedMarks[feed, default: 0])
+            for row in 0..<end where !recovered.isFinished(row) {
+                if earlier.mayHaveGoneOut(row: row, feed: feed) { out.mayHaveGoneOut += 1 } else { out.neverSent += 1 }
+            }
+        }
+        return out
+    }
+
+    /// What a resume says about the rows an interrupted run left without a line.
+    public func writeOffNote(retryUnknown: Bool) -> String {
+        let (unknown, neverSent) = unsettled
+        var parts: [String] = []
+        if unknown > 0 {
+            let why = earlier.distrusted.isEmpty ? "they were handed to a connection before the earlier run was killed"
+                : "the earlier run was killed with them reserved, and its marks of what reached a connection cannot be believed: "
+                    + Array(Set(earlier.distrusted)).sorted().joined(separator: "; ")
+            parts.append(retryUnknown
+                ? "\(unknown) rows may have gone out (\(why)): sent again (--retry-unknown; a device may get it twice)"
+                : "\(unknown) rows may have gone out (\(why)): recorded unknown, not sent again (--retry-unknown sends them, "
+                    + "and a device that got one gets it twice)")
+        }
+        if neverSent > 0 { parts.append("\(neverSent) reserved rows never reached a connection: sent now") }
+        return parts.isEmpty ? "" : "; " + parts.joined(separator: "; ")
     }
 }

@@ -60,6 +60,8 @@ public struct WorkloadContext {
     public let clock: TurnClock
     public let random: RandomSource
     public let inFlightMax: Int
+    /// Where the workload records the rows it hands to a connection (nil: no journal).
+    public let dispatch: DispatchMarks?
 }
 
 /// A send loop a campaign worker runs: a `ClientWorkload` that can hand over what it holds when
@@ -92,7 +94,7 @@ public struct ProviderLane: Sendable {
                             workers: Int) -> ProviderLane {
         ProviderLane(provider: .apns, client: client, connections: connections, workers: workers) { c in
             SendWorkload(adapter: APNsAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
-                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax)
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
         }
     }
 
@@ -100,7 +102,7 @@ public struct ProviderLane: Sendable {
                            workers: Int) -> ProviderLane {
         ProviderLane(provider: .fcm, client: client, connections: connections, workers: workers) { c in
             SendWorkload(adapter: FCMAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
-                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax)
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
         }
     }
 }
@@ -116,6 +118,9 @@ public struct CampaignFeed {
         self.reader = reader
         self.preparer = preparer
     }
+
+    /// The feed's name in the journal: its providers, in position order (`apns`, `apns+fcm`).
+    public var journalKey: String { preparer.sends.sorted { $0.position < $1.position }.map(\.rawValue).joined(separator: "+") }
 
     /// The next record, the preparer's layout grown first when the reader found new columns.
     /// One access to the feed: reaching the reader and the preparer from outside it
@@ -183,7 +188,9 @@ public final class CampaignRun {
     /// Runs the campaign with these sinks and the crew `makeCrew` builds: real threads and
     /// sockets (`run()`), or the simulator's in-memory server and virtual clock.
     public func run<Crew: CampaignCrew>(sinks: [OutcomeSink], makeCrew: ([ProviderLane], OutcomeChannel) -> Crew) -> CampaignSummary {
-        let outcomes = OutcomeChannel()
+        var feedKeys: [ProviderID: String] = [:]
+        for feed in feeds { for provider in feed.preparer.sends { feedKeys[provider] = feed.journalKey } }
+        let outcomes = OutcomeChannel(dispatch: durability?.journal.dispatchLog(feedKeys: feedKeys))
         started?(outcomes)
         let crew = makeCrew(lanes, outcomes)
         let start = crew.nowNanoseconds()

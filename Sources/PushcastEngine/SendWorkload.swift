@@ -93,9 +93,14 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private let request: UnsafeMutablePointer<HTTP2Request>
     /// When a request held back (by the rate limiter, or for want of a credential) may go.
     private var heldUntil: UInt64? = nil
+    /// The rows handed to a connection since the last `willWrite` (the journal's dispatch marks).
+    private var dispatch: DispatchMarks?
+    /// A dispatch mark could not be written: nothing more may go out.
+    private var dispatchBroken = false
 
     public init(adapter: Adapter, policy: SendPolicy, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
-                clock: MonotonicClock, random: RandomSource, inFlightMax: Int) {
+                clock: MonotonicClock, random: RandomSource, inFlightMax: Int, dispatch: DispatchMarks? = nil) {
+        self.dispatch = dispatch
         self.adapter = adapter
         self.policy = policy
         self.channel = channel
@@ -133,6 +138,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         guard let tag = prepareNext() else { return false }
         submit(UnsafePointer(request), UInt64(tag))
         restoreLent(tag)
+        dispatch?.note(row: slab[tag].row)
         return true
     }
 
@@ -356,6 +362,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         }
         slab[index] = notification
         if delay == 0 {
+            if !notification.mayHaveGoneOut { dispatch?.returned(row: notification.row) }
             resend.append(index)
             _ = gauge.retries.add(1, ordering: .relaxed)
         } else {
@@ -397,7 +404,21 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         publishOutbox()
     }
 
-    public var shouldAbandon: Bool { outcomes.isAbandoned }
+    public var shouldAbandon: Bool { dispatchBroken || outcomes.isAbandoned }
+
+    /// With dispatch marks, the answers not yet in the kernel hold their stream slots: a crash
+    /// then leaves at most the connections' stream limits of rows unknown.
+    public var streamSlotsHeld: Int { dispatch == nil ? 0 : outcomes.unpersisted }
+
+    /// The rows handed out this turn reach the journal before their bytes can reach a socket. A
+    /// mark that cannot be written stops the run, and this worker drops its connections unwritten.
+    public func willWrite() {
+        guard dispatch?.isEmpty == false else { return }
+        do { try dispatch!.write() } catch {
+            dispatchBroken = true
+            outcomes.stop(reason: "cannot record what goes out in the journal (\(error.description)); stopped sending")
+        }
+    }
 
     /// The worker stopped (the run stopped, or a fatal transport error). What was never sent, or
     /// was answered and waits for a retry, has no outcome (a resume sends it); a notification
@@ -473,6 +494,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     }
 
     private func scheduleRetry(_ index: Int, at ready: UInt64) {
+        if !slab[index].mayHaveGoneOut { dispatch?.returned(row: slab[index].row) }
         retries.push((ready, index))
         _ = gauge.retries.add(1, ordering: .relaxed)
     }

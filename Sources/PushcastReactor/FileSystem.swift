@@ -35,6 +35,20 @@ public enum FileSystem {
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG
     }
 
+    /// This boot of the kernel's id (`/proc/sys/kernel/random/boot_id`), nil where there is none.
+    /// Pages written but not synced survive a process crash and are lost only when the kernel
+    /// goes (power loss, a kernel crash): the boot id then changes.
+    public static func bootID() -> String? {
+        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 64)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let text = String(decoding: bytes[0..<n], as: UTF8.self).filter { $0.isHexDigit || $0 == "-" }
+        return text.isEmpty ? nil : text
+    }
+
     /// Whether anything is at `path` (a link is followed).
     public static func exists(_ path: String) -> Bool {
         var info = stat()

@@ -342,7 +342,7 @@ public func truncateFile(_ path: String, to size: Int) throws(ReactorError) {
 /// An append-only journal (0600) held under an exclusive lock for the life of the object, so two
 /// writers of one campaign cannot run at once; appends go to the kernel at once and `sync` makes
 /// them durable.
-public final class JournalFile {
+public final class JournalFile: @unchecked Sendable {
     public let path: String
     private let fd: Int32
 
@@ -398,6 +398,12 @@ public final class JournalFile {
             do throws(ReactorError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
         }
         if let failure { throw failure }
+    }
+
+    /// Appends `bytes`, unsynced. Safe from several threads at once: the file is open with
+    /// O_APPEND, so each write lands whole at the end (the fd and the path never change).
+    public func append(bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+        try writeFully(fd, bytes, at: nil, what: path)
     }
 
     public func sync() throws(ReactorError) {

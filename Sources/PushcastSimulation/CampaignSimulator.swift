@@ -93,7 +93,7 @@ public enum CampaignSimulator {
         for (index, crash) in (scenario.crashes.map { Optional($0) } + [nil]).enumerated() {
             let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, fingerprint: fingerprint,
                                                          request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
-                                                                                        policy: .never),
+                                                                                        policy: .never, boot: "simulated"),
                                                          note: { _ in })
             let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
                                            restoredPrune: durability.restoredPrune)

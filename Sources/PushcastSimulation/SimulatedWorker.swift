@@ -78,6 +78,7 @@ final class SimulatedWorker {
         }
         for c in connections { settle(c, now: now) }
         for c in connections { fill(c, now: now) }
+        workload.willWrite()
         if workload.isExhausted && inFlight == 0 {
             finished = true
         }

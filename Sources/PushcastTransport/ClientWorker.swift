@@ -120,6 +120,8 @@ public final class ClientWorker {
     private var bySlot = ConnectionsBySlot()
     private var inFlight = 0
     private var fatal: TransportError?
+    /// The last fill left stream slots free for answers not yet recorded.
+    private var slotsHeldBack = false
     private var breaker: ConnectionBreaker
     /// This worker has recorded an answer in `configuration.answers` (so it does so once).
     private var answeredOnce = false
@@ -161,6 +163,12 @@ public final class ClientWorker {
                 return
             }
             fill()
+            workload.willWrite()
+            if workload.shouldAbandon {
+                abandonAll()
+                workload.turnEnded()
+                return
+            }
             flush()
             if workload.isExhausted && inFlight == 0 {
                 closeAll()
@@ -318,11 +326,19 @@ public final class ClientWorker {
 
     // MARK: - The loop
 
+    /// Opens streams for the requests the workload has ready. The slots it holds (answers not yet
+    /// recorded) count as open streams: requests on the wire plus answers in the process stay
+    /// within the connections' stream limits.
     private func fill() {
+        var held = workload.streamSlotsHeld
+        slotsHeldBack = false
         for c in connections {
             guard let channel = c.channel, channel.isHandshakeComplete, !c.draining else { continue }
             let http2 = channel.session
-            while http2.canOpenStream, workload.submitNext({ request, tag in
+            let skipped = min(max(0, http2.streamsAllowed - http2.streamsOpen), held)
+            held -= skipped
+            if skipped > 0 { slotsHeldBack = true }
+            while http2.streamsOpen + skipped < http2.streamsAllowed, http2.canOpenStream, workload.submitNext({ request, tag in
                 guard http2.submit(request, tag: tag) != nil else {
                     // canOpenStream said yes; a refusal here is a broken invariant in the session.
                     preconditionFailure("HTTP2ClientSession refused a stream it said it could open")
@@ -354,6 +370,8 @@ public final class ClientWorker {
             return channel.session.canOpenStream
         }
         var earliest: UInt64? = canSend ? workload.nextReadyNanoseconds : nil
+        // Slots held for unrecorded answers free up without an event here: look again soon.
+        if slotsHeldBack { earliest = min(earliest ?? .max, clock.nowNanoseconds() + 1_000_000) }
         if let t = breaker.stallDeadline { earliest = min(earliest ?? t, t) }
         for c in connections {
             if let t = c.reconnectAtNanoseconds { earliest = min(earliest ?? t, t) }

@@ -25,8 +25,14 @@ public protocol ClientWorkload: AnyObject {
     /// The earliest time (monotonic ns) at which a request not ready now becomes ready (a retry
     /// back-off, a rate limit), so the worker can sleep until then. Nil when nothing waits.
     var nextReadyNanoseconds: UInt64? { get }
+    /// Called once per loop turn, after the worker handed out requests and before their bytes can
+    /// reach a socket: a place to record what goes out. `shouldAbandon` is asked right after.
+    func willWrite()
     /// Called once per loop turn, after the turn's events: a place to publish results in a batch.
     func turnEnded()
+    /// Stream slots to keep free, as if their streams were open: answers received whose outcomes
+    /// are not yet recorded, so that a crash never leaves more than the stream limits unsettled.
+    var streamSlotsHeld: Int { get }
     /// True when the worker must drop its connections now, in-flight requests and all (a
     /// graceful stop whose drain ran out). Each in-flight request then ends in `failed`.
     var shouldAbandon: Bool { get }
@@ -45,6 +51,12 @@ public struct TransportError: Error, CustomStringConvertible {
 }
 
 extension ClientWorkload {
+    /// Default: none held.
+    public var streamSlotsHeld: Int { 0 }
+
+    /// Default: nothing to record.
+    public func willWrite() {}
+
     /// Default: nothing to do at the end of a loop turn.
     public func turnEnded() {}
 

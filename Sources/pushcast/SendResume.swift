@@ -14,7 +14,7 @@ extension SendCommand {
                                               resultsFormat: output.resultsFormat.rawValue,
                                               shard: plan.shard.isSplit ? plan.shard.description : "", source: plan.inputSource)
         let request = ResumeRequest(resume: parsed.resume, force: parsed.force, retryUnknown: parsed.retryUnknown,
-                                    policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch)
+                                    policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch, boot: FileSystem.bootID())
         do {
             return try CampaignDurability.open(resultsPath: output.resultsPath, format: output.resultsFormat, fingerprint: fingerprint,
                                                request: request) { note in if !parsed.quiet { Console.error("pushcast: " + note) } }
@@ -33,7 +33,7 @@ extension SendCommand {
         }
         guard let journalBytes, !journalBytes.isEmpty else { return nil }
         do {
-            let earlier = try JournalState.parse(journalBytes, path: journalPath(results: resultsPath))
+            let earlier = try JournalState.parse(journalBytes, path: journalPath(results: resultsPath), boot: FileSystem.bootID())
             let recovered = try RecoveredResults.read(path: resultsPath, format: format) { _ in }
             return CampaignDurability.Preview(recovered: recovered, earlier: earlier)
         } catch {
