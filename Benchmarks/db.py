@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Database input and prune-apply benchmarks (issue 14), in one run on this machine.
+"""Database input and prune-apply benchmarks, in one run on this machine.
 
 For each database (SQLite file, PostgreSQL and MariaDB servers started here in temporary
 directories on loopback, stopped afterwards):

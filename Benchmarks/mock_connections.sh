@@ -2,7 +2,7 @@
 # Connection churn against `pushcast mock`: CONNECTIONS TLS connections, each opened by h2load,
 # carrying one request, and closed by the mock's `--goaway-after 1`, in batches of BATCH at once.
 # Prints the mock's VmRSS every 10 % of the way, the size of GET /stats at the end, and the
-# mock's CPU per connection. The issue-16 acceptance run is CONNECTIONS=100000; the end-to-end
+# mock's CPU per connection. The full run (docs/BENCHMARKS.md) is CONNECTIONS=100000; the end-to-end
 # test (MockConnectionChurnTests) runs 20,000 on the debug build.
 #
 #   Benchmarks/mock_connections.sh [PUSHCAST] [CONNECTIONS] [BATCH]

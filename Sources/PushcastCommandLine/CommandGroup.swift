@@ -15,12 +15,16 @@ public struct CommandGroup: Sendable {
     public var summary: String
     /// The subcommands; each one's `name` is the program name, a space and the subcommand word.
     public var commands: [CommandSpec]
+    /// What the manual page says beyond the command tables; with it, `help --man` prints the
+    /// page (`manualPage()`) and the overview names that command.
+    public var manual: ManualPage?
 
     /// - Precondition: every command is named `"\(name) <word>"`, with distinct words.
-    public init(name: String, summary: String, commands: [CommandSpec]) {
+    public init(name: String, summary: String, commands: [CommandSpec], manual: ManualPage? = nil) {
         self.name = name
         self.summary = summary
         self.commands = commands
+        self.manual = manual
         var words: Set<String> = ["help"]
         for command in commands {
             precondition(command.name.hasPrefix(name + " "), "command '\(command.name)' is not under '\(name)'")
@@ -32,8 +36,8 @@ public struct CommandGroup: Sendable {
 
     /// What the first argument chose.
     public enum Selection: Sendable {
-        /// `pushcast` alone, `pushcast --help`, `pushcast -h`, `pushcast help` or `pushcast help <command>`:
-        /// print this text to stdout and exit 0.
+        /// `pushcast` alone, `pushcast --help`, `pushcast -h`, `pushcast help`, `pushcast help <command>`
+        /// or, with a `manual`, `pushcast help --man` (roff): print this text to stdout and exit 0.
         case help(String)
         /// A subcommand, with the arguments that follow it.
         case command(CommandSpec, arguments: [String])
@@ -52,6 +56,7 @@ public struct CommandGroup: Sendable {
         if first == "-h" || first == "--help" { return .help(helpText()) }
         if first == "help" {
             guard let topic = arguments.dropFirst().first else { return .help(helpText()) }
+            if topic == "--man", let page = manualPage() { return .help(page) }
             return .help(try command(named: topic).helpText())
         }
         if first.hasPrefix("-") {
@@ -65,6 +70,7 @@ public struct CommandGroup: Sendable {
         var text = "\(name): \(summary)\n\nusage: \(usage)\n\ncommands:\n"
         text += HelpColumns.render(zip(commandWords, commands).map { ($0, $1.summary) })
         text += "\nRun '\(name) <command> --help' for a command's options.\n"
+        if manual != nil { text += "Run '\(name) help --man' for the manual page (roff; man -l - reads it).\n" }
         return text
     }
 

@@ -118,7 +118,7 @@ public struct PruneApplyPlan: Sendable {
 
     public static let indexJoinSettings = ["SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off"]
 
-    /// The statement whose plan the dry run (and the README) shows.
+    /// The statement whose plan the dry run (and docs/BENCHMARKS.md) shows.
     public var explainStatement: String? {
         guard let apply = applyStatement else { return nil }
         switch dialect.kind {

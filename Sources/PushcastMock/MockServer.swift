@@ -21,7 +21,7 @@ public struct MockServerConfiguration: Sendable {
     public var certificate: MockCertificate
     /// The names and addresses a generated certificate is good for (`--hosts`): by default the
     /// hosts that real APNs and FCM clients verify, and loopback, so an unmodified client can be
-    /// pointed at the mock with its CA file and a name-resolution override (README: pushcast mock).
+    /// pointed at the mock with its CA file and a name-resolution override (docs/USAGE.md: pointing any client at the mock).
     public var certificateHosts = MockServerConfiguration.defaultCertificateHosts
     public var limits = Limits()
     public var reactor = ReactorConfiguration()

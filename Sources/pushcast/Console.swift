@@ -13,7 +13,7 @@ enum Console {
     }
 }
 
-/// Exit statuses (README "Exit codes"): 0 all rows reached an expected outcome, 1 the run
+/// Exit statuses (README.md "Exit codes"): 0 all rows reached an expected outcome, 1 the run
 /// finished but some failed, 2 the run could not start or had to stop.
 enum ExitStatus: Int32 {
     case success = 0

@@ -37,7 +37,7 @@ enum MockCommand {
                    + "window-zero: SETTINGS_INITIAL_WINDOW_SIZE 0 and never a WINDOW_UPDATE, so request bodies cannot be sent; "
                    + "answer-then-refuse: :status 200 HEADERS, then RST_STREAM(REFUSED_STREAM); answer-then-goaway: :status 200 HEADERS, then GOAWAY(last-stream-id 0) and close; "
                    + "close-half-answered: answer half of each read's requests, then close; ping-flood: 2,000 PINGs before each answer. "
-                   + "pushcast send stops each with exit 2 and a diagnosis (README: pushcast mock)",
+                   + "pushcast send stops each with exit 2 and a diagnosis (docs/USAGE.md: the mock server)",
                    defaultDescription: "none"),
             .value("misbehave-after", metavar: "N", help: "with --misbehave: answer the first N requests (both ports together) normally, then turn bad: "
                    + "a per-request mode takes over open connections, the others close them and greet new ones. pushcast send then stops with exit 3 (resumable)"),

@@ -9,7 +9,8 @@ let group = CommandGroup(
     summary: "Send one push campaign to millions of devices over HTTP/2, and record every outcome.",
     commands: [SendCommand.spec, SendCommand.checkSpec, MockCommand.spec, BenchCommand.spec, DemoCommand.spec, SimulateCommand.spec, MergeCommand.spec,
                ReportCommand.spec, VersionCommand.spec,
-               PruneApplyCommand.spec, SnapshotCommand.spec])
+               PruneApplyCommand.spec, SnapshotCommand.spec],
+    manual: ManualText.page)
 
 func runMain(_ arguments: [String]) -> Int32 {
     // A reader of stdout or stderr that goes away never kills a run (StandardStream notes it).
