@@ -3,7 +3,7 @@ import PushcastCore
 
 /// Every reason a results line can carry that pushcast knows by name: APNs's documented reasons,
 /// FCM's error codes and canonical statuses, and pushcast's own. Each says what it means and
-/// what to do (docs/PROTOCOL.md §1.6 and §2.3, README "Output files"). Two uses: a label for a
+/// what to do (docs/PROTOCOL.md §1.6 and §2.3, docs/USAGE.md, "Output files"). Two uses: a label for a
 /// metric, where a reason outside this fixed set becomes `other` (a hostile server cannot grow
 /// the label set), and the campaign report's table of failure reasons.
 public enum ReasonCatalog {
@@ -18,7 +18,7 @@ public enum ReasonCatalog {
             switch source {
             case "APNs": "docs/PROTOCOL.md §1.6"
             case "FCM": "docs/PROTOCOL.md §2.3"
-            default: "README.md, Output files"
+            default: "docs/USAGE.md, Output files"
             }
         }
     }

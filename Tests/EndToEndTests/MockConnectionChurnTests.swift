@@ -4,7 +4,7 @@ import XCTest
 /// A benchmark with reconnects must not grow the mock: connections opened and closed by
 /// `--goaway-after 1` (h2load as the client, one request per connection) leave `/stats` under
 /// 4 KiB and the mock's resident memory flat. Benchmarks/mock_connections.sh runs the same over
-/// 100,000 connections (README: Benchmarks); this test keeps to a size that runs in well under a
+/// 100,000 connections (docs/BENCHMARKS.md); this test keeps to a size that runs in well under a
 /// minute on the development machine.
 final class MockConnectionChurnTests: XCTestCase {
     static let connections = 20_000

@@ -56,7 +56,7 @@ final class MockHostsTests: XCTestCase {
         let address = try runProgram("/usr/bin/curl", ["-sS", "--http2", "--max-time", "20", "--cacert", mock.caFile,
                                                        "https://127.0.0.1:\(mock.port)/stats"], seconds: 30)
         XCTAssertEqual(address.status, 0, address.stderr)
-        // As the README shows: an unmodified client's own host and port, moved to the mock's.
+        // As docs/USAGE.md shows: an unmodified client's own host and port, moved to the mock's.
         let moved = try runProgram("/usr/bin/curl", ["-sS", "--http2", "--max-time", "20", "--cacert", mock.caFile,
                                                      "--connect-to", "api.push.apple.com:443:127.0.0.1:\(mock.port)",
                                                      "https://api.push.apple.com/stats"], seconds: 30)

@@ -77,7 +77,7 @@ async def main():
         # An app (so an HTTP/2 connection) per batch: firebase-admin 7.7.0's retry transport
         # does not close a 503 response it retries, so each retried 503 keeps one of the
         # connection's stream slots (httpx allows 100) until the client closes; one connection
-        # for all 200 `5030` tokens would hang (README: pointing any client at the mock).
+        # for all 200 `5030` tokens would hang (docs/USAGE.md: pointing any client at the mock).
         app = firebase_admin.initialize_app(certificate, name=f"batch-{start}")
         batch = every[start:start + args.batch]
         messages = [messaging.Message(token=token, data={"index": str(start + offset)},

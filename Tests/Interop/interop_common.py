@@ -1,7 +1,7 @@
 """What every interop driver shares: the notifications to send and the results file.
 
 Each driver sends COUNT notifications through a client that nobody here wrote, to tokens whose
-first four characters pick the mock's outcome (README: pushcast mock): one in ten `dead`, `bad0`,
+first four characters pick the mock's outcome (docs/USAGE.md: the mock): one in ten `dead`, `bad0`,
 `5030` and `4290` each, the rest ordinary. It writes one NDJSON line per notification with what
 the client reported; EndToEndTests/InteropClientTests compares those lines with the mock's request
 log.
