@@ -177,8 +177,11 @@ public final class LaneFeeder {
 
     var isBlocked: Bool { !isBroken && batch.count >= room && channels.allSatisfy { $0.room < min(64, $0.capacity) } }
 
+    private(set) var isClosed = false
+
     func close() {
         flush()
+        isClosed = true
         for channel in channels { channel.close() }
     }
 

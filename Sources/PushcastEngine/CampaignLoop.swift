@@ -224,6 +224,17 @@ final class CampaignLoop<Crew: CampaignCrew> {
         return "\(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60)) UTC"
     }
 
+    /// A lane whose feeds have all ended gets nothing more: its workers finish what they hold and
+    /// close their connections, without waiting for the other providers' feeds.
+    private func closeFinishedLanes() {
+        for f in feeds.indices where feedDone[f] {
+            for lane in feedLanes[f] where !lane.isClosed {
+                let fed = feeds.indices.filter { g in feedLanes[g].contains { $0 === lane } }
+                if fed.allSatisfy({ feedDone[$0] }) { lane.close() }
+            }
+        }
+    }
+
     private func closeInput() {
         inputDone = true
         board.closeInput()
@@ -264,6 +275,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
             }
             guard let record else {
                 feedDone[f] = true
+                closeFinishedLanes()
                 break
             }
             let prepared = feeds[f].preparer.prepare(record)

@@ -384,6 +384,12 @@ public final class ClientWorker {
 
     private func tick() {
         let now = clock.nowNanoseconds()
+        // Nothing in flight and every connection up (its SETTINGS came): nothing waits for the
+        // server (a lane with nothing to send yet is not a stalled one).
+        if inFlight == 0 && connections.allSatisfy({ c in
+            guard let channel = c.channel else { return false }
+            return channel.isHandshakeComplete && channel.session.peerSettingsReceived && !channel.session.isGoingAway
+        }) { breaker.idle() }
         for c in connections {
             if let at = c.reconnectAtNanoseconds, at <= now, c.slot == nil {
                 if workload.isExhausted && inFlight == 0 { c.reconnectAtNanoseconds = nil } else { open(c) }

@@ -79,6 +79,14 @@ public struct ConnectionBreaker {
         if waitingSince == nil { waitingSince = nowNanoseconds }
     }
 
+    /// Nothing is in flight and every connection is up: nothing waits for an answer, unless a
+    /// streak of failures is under way (refused streams leave nothing in flight between tries,
+    /// and the streak's length is what trips the breaker).
+    public mutating func idle() {
+        guard failedStreamsInRow == 0 && deadInRow == 0 else { return }
+        waitingSince = nil
+    }
+
     /// A stream was answered (any status): the server works.
     public mutating func answered() {
         deadInRow = 0

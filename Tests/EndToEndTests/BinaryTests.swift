@@ -165,3 +165,30 @@ func runProgram(_ executable: String, _ arguments: [String], environment: [Strin
     return PushcastRun(status: process.terminationStatus, stdout: String(decoding: outData.data, as: UTF8.self),
                        stderr: String(decoding: errData.data, as: UTF8.self))
 }
+
+/// Runs the pushcast binary once per argument list, all at once (shards of one campaign), and
+/// returns each run in order.
+func runPushcastConcurrently(_ argumentLists: [[String]], seconds: Double = 120) throws -> [PushcastRun] {
+    final class Runs: @unchecked Sendable {
+        let lock = NSLock()
+        var runs: [Int: PushcastRun] = [:]
+        var failure: Error?
+    }
+    let collected = Runs()
+    let group = DispatchGroup()
+    for (index, arguments) in argumentLists.enumerated() {
+        group.enter()
+        Thread.detachNewThread {
+            defer { group.leave() }
+            do {
+                let run = try runPushcast(arguments, seconds: seconds)
+                collected.lock.withLock { collected.runs[index] = run }
+            } catch {
+                collected.lock.withLock { collected.failure = error }
+            }
+        }
+    }
+    group.wait()
+    if let failure = collected.failure { throw failure }
+    return argumentLists.indices.map { collected.runs[$0]! }
+}
