@@ -327,8 +327,12 @@ public final class ServerWorker {
             trickleDue()
             responder.turnEnded()
         }
-        for case let c? in connections { reactor.close(c.slot) }
+        // Connections still open at the stop are closed here: the responder counts them as closed
+        // ones (a client that has just hung up may not have been seen yet), so that the final
+        // statistics hold every connection.
+        for case let c? in connections { drop(c) }
         connections.removeAll()
+        responder.turnEnded()
     }
 
     /// The live connection on `slot`, if the slot still belongs to it.

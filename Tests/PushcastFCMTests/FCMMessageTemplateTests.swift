@@ -1,5 +1,4 @@
 import Foundation
-import PushcastAPNs
 import PushcastFCM
 import PushcastJSON
 import XCTest
