@@ -98,6 +98,10 @@ extension CampaignSummary {
             summary.setFigures(figures, for: provider)
             summary.retriesByProvider[provider] = p["retries"] as? Int ?? 0
         }
+        for (name, value) in object["throttles"] as? [String: [String: Int]] ?? [:] {
+            guard let provider = catalog.provider(named: name) else { continue }
+            summary.throttles[provider] = (value["device"] ?? 0, value["provider"] ?? 0)
+        }
         if let campaign = object["campaign"] as? String, let input = object["input"] as? String {
             let shard = (object["shard"] as? [String: Any]).flatMap { s -> ShardSpec? in
                 guard let i = s["index"] as? Int, let n = s["count"] as? Int, n >= 1, n <= ShardSpec.countMax, i >= 0, i < n else { return nil }
@@ -146,6 +150,10 @@ extension CampaignSummary {
             mine.latencyMicroseconds.merge(theirs.latencyMicroseconds)
             setFigures(mine, for: provider)
             retriesByProvider[provider, default: 0] += other.retriesByProvider[provider] ?? 0
+        }
+        for (provider, theirs) in other.throttles {
+            let mine = throttles[provider] ?? (0, 0)
+            throttles[provider] = (mine.device + theirs.device, mine.provider + theirs.provider)
         }
     }
 }

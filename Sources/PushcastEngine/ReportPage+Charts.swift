@@ -134,13 +134,20 @@ extension ReportPage {
         guard !list.isEmpty else { return "" }
         let labels = ["not sent", "1 attempt", "2", "3", "4", "5 or more"]
         let top = Double(max(1, report.attempts.values.flatMap { $0.dropFirst() }.max() ?? 1))
-        var svg = svgOpen("attempts", height: Double(list.count * labels.count) * 20 + 16 + Double(list.count) * 20)
+        let throttleLines = list.filter { report.summaryFile?.throttles[$0] != nil }.count
+        var svg = svgOpen("attempts", height: Double(list.count * labels.count) * 20 + 16 + Double(list.count + throttleLines) * 20)
         var y = 4.0
         for provider in list {
             let retries = report.summaryFile?.retriesByProvider[provider]
             svg += "<text data-chart=\"retries\" data-provider=\"\(provider.rawValue)\" data-value=\"\(retries.map(String.init) ?? "")\" x=\"0\" y=\"\(fmt(y + 13))\">"
                 + "\(provider.rawValue): \(retries.map { "\($0) retries (summary)" } ?? "retries: no summary file")</text>"
             y += 20
+            if let throttled = report.summaryFile?.throttles[provider] {
+                svg += "<text data-chart=\"throttles\" data-provider=\"\(provider.rawValue)\" data-device=\"\(throttled.device)\" "
+                    + "data-provider-wide=\"\(throttled.provider)\" x=\"20\" y=\"\(fmt(y + 13))\">throttled: \(throttled.device) 429s about one "
+                    + "device (that row waited), \(throttled.provider) about the provider (every send paused)</text>"
+                y += 20
+            }
             for (index, label) in labels.enumerated() {
                 let value = report.attempts[provider]![index]
                 let width = (chartWidth - labelWidth - 120) * min(1, Double(value) / top)

@@ -118,6 +118,14 @@ final class ReportTests: XCTestCase {
         XCTAssertEqual(attempts.reduce(0) { $0 + (Int($1["data-value"] ?? "") ?? 0) }, rows, provider, file: file, line: line)
         let retries = Self.elements(dom, chart: "retries").first { $0["data-provider"] == provider }
         XCTAssertEqual(Int(retries?["data-value"] ?? ""), figures["retries"] as? Int, provider, file: file, line: line)
+        // Throttles told apart: 429s about one device, and about the provider.
+        let throttled = Self.elements(dom, chart: "throttles").first { $0["data-provider"] == provider }
+        if let counts = (summary["throttles"] as? [String: [String: Int]])?[provider] {
+            XCTAssertEqual(Int(throttled?["data-device"] ?? ""), counts["device"], "\(provider) device throttles", file: file, line: line)
+            XCTAssertEqual(Int(throttled?["data-provider-wide"] ?? ""), counts["provider"], "\(provider) provider throttles", file: file, line: line)
+        } else {
+            XCTAssertNil(throttled, "\(provider): throttles the summary does not have", file: file, line: line)
+        }
         if timelines {
             let rate = try XCTUnwrap(Self.elements(dom, chart: "rate").first { $0["data-provider"] == provider }, "no rate line for \(provider)",
                                      file: file, line: line)

@@ -259,7 +259,11 @@ final class ShardTests: XCTestCase {
             if i < 500 { a.record(r) } else { r.latencyMilliseconds = 500; b.record(r) }
         }
         a.identity = CampaignIdentity(shard: ShardSpec(index: 0, count: 2), campaign: "c", input: "i", inputRows: 1000)
+        a.throttles[.fcm] = (device: 7, provider: 2)
+        b.throttles[.fcm] = (device: 3, provider: 0)
+        b.throttles[.apns] = (device: 1, provider: 0)
         let parsed = try XCTUnwrap(CampaignSummary.parse(Array(a.json.utf8)))
+        XCTAssertTrue(parsed.throttles[.fcm]! == (7, 2))
         XCTAssertEqual(parsed.rows, 500)
         XCTAssertEqual(parsed.identity, a.identity)
         XCTAssertEqual(parsed.latencyMicroseconds, a.latencyMicroseconds)
@@ -269,6 +273,7 @@ final class ShardTests: XCTestCase {
         var whole = a
         whole.merge(b)
         XCTAssertEqual(merged.rows, 1000)
+        XCTAssertTrue(merged.throttles[.fcm]! == (10, 2) && merged.throttles[.apns]! == (1, 0), "\(merged.throttles)")
         XCTAssertEqual(merged.outcomes[.delivered], 1000)
         // p99 comes from the merged histogram (half the rows at 500 ms), not from averaged percentiles.
         XCTAssertEqual(merged.latencyMicroseconds.value(atQuantile: 0.99), whole.latencyMicroseconds.value(atQuantile: 0.99))
