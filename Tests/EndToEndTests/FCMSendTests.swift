@@ -393,8 +393,8 @@ final class FCMSendTests: XCTestCase {
         let mock = try Mock(directory: fixture.directory, extra: ["--fcm-retry-after", "1"])
         let args = (0..<4).map { shard in
             ["send", fixture.tokens, "--payload", fixture.payload, "--fcm-payload", fixture.message] + mock.sendFlags
-                + ["--results", fixture.directory + "/results-\(shard).ndjson", "--prune", fixture.directory + "/prune-\(shard).csv",
-                   "--summary", fixture.directory + "/summary-\(shard).json", "--quiet", "--shard", "\(shard)/4", "--rate", "fcm=2000/s"]
+                + ["--results", fixture.directory + "/results-{shard}.ndjson", "--prune", fixture.directory + "/prune-{shard}.csv",
+                   "--summary", fixture.directory + "/summary-{shard}.json", "--quiet", "--shard", "\(shard)/4", "--rate", "fcm=2000/s"]
         }
         let started = Date()
         let runs = try runPushcastConcurrently(args, seconds: 120)
