@@ -101,7 +101,7 @@ e2e: deps-test venv
 
 # Both halves run even when the first fails, so that one run reports every failure.
 test: deps-test venv
-	$(PYTHON) scripts/long-functions.py
+	$(PYTHON) scripts/tidy.py --self-test && $(PYTHON) scripts/tidy.py
 	$(SWIFT) build --build-tests
 	@status=0; \
 	$(MAKE) --no-print-directory unit-run || status=1; \

@@ -20,7 +20,7 @@
 #
 # test: the programs the end-to-end tests start (`make unit` needs none of them):
 #   nghttp2-server nghttp2-client            nghttpd and h2load (InteropTests, and the benchmarks)
-#   python3                                  scripts/long-functions.py, the Python helpers under Tests/
+#   python3                                  scripts/tidy.py (the tidy check), the Python helpers under Tests/
 #   openssl                                  the openssl CLI: signature checks (RS256Tests, OAuthAssertionTests), certificate-auth tests make .p12 and PEM files with it
 #   munge slurmctld slurmd slurm-client      a one-node Slurm (scripts/slurm-local.sh) for the Slurm end-to-end test
 #   python3-venv                             scripts/venv.sh makes .venv (kubernetes-validate, PyYAML, the interop clients) with Debian's python3
