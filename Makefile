@@ -8,7 +8,7 @@
 #                  minute (five groups of tests side by side, UNIT_JOBS at a time; UNIT_JOBS=1: one by one)
 #   make test      what CI runs: the test tier of packages (scripts/deps.sh test), .venv
 #                  (scripts/venv.sh, the Python packages the deployment and interop tests use), the
-#                  long-functions check, a debug build, then the unit tier as `make unit` runs it and
+#                  tidy check (scripts/tidy.py), a debug build, then the unit tier as `make unit` runs it and
 #                  every other test (END_TO_END), serially: several start servers. No test runs twice.
 #   make e2e       the part of `make test` after the unit tier: END_TO_END only
 #   make deps      check for (and, as root, install) the Debian packages of every tier
