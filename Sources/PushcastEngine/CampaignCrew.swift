@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastReactor
 import PushcastTransport
 
 /// The worker side of a campaign, as the reader loop (`CampaignLoop`) sees it: where each

@@ -1,4 +1,3 @@
-import Foundation
 import PushcastCore
 
 /// A campaign as Prometheus metrics, in the text exposition format (version 0.0.4), for

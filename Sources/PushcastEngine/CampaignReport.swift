@@ -1,4 +1,4 @@
-import Foundation
+import PushcastJSON
 import PushcastCore
 import PushcastReactor
 
@@ -104,10 +104,10 @@ public struct CampaignTimeline {
         var started = false
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
             guard steps.count < Self.stepsMax,
-                  let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
-                  let wall = object["wall"] as? Double, let elapsed = object["elapsed"] as? Double,
-                  let rows = object["rows"] as? [String: Int] else { continue }
-            let retries = object["retries"] as? [String: Int] ?? [:]
+                  case .success(let object) = JSONScanner.parse(Array(line)),
+                  let wall = object["wall"]?.doubleValue, let elapsed = object["elapsed"]?.doubleValue,
+                  let rows = object["rows"]?.intMembers else { continue }
+            let retries = object["retries"]?.intMembers ?? [:]
             if elapsed < lastElapsed || elapsed == 0 { last = [:] }  // a new run (send --resume) starts its own counts
             if elapsed == 0 { started = true } else if elapsed < lastElapsed { started = false }
             lastElapsed = elapsed

@@ -1,4 +1,3 @@
-import Foundation
 import PushcastAPNs
 import PushcastCore
 import PushcastInput

@@ -1,5 +1,5 @@
-import Foundation
 import PushcastCore
+import PushcastJSON
 
 /// Which campaign a summary (or a shard's files) belongs to.
 public struct CampaignIdentity: Sendable, Equatable {
@@ -74,58 +74,62 @@ extension CampaignSummary {
 
     /// A summary read back from its JSON file (`--summary`); nil when the bytes are not one.
     public static func parse(_ bytes: [UInt8], catalog: ProviderCatalog = .standard) -> CampaignSummary? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
-              let rows = object["rows"] as? Int else { return nil }
+        guard case .success(let object) = JSONScanner.parse(bytes), let rows = object["rows"]?.intValue else { return nil }
         var summary = CampaignSummary()
         summary.rows = rows
         summary.outcomes = outcomeCounts(object["outcomes"])
-        summary.reasons = object["reasons"] as? [String: Int] ?? [:]
-        summary.retries = object["retries"] as? Int ?? 0
-        summary.wallSeconds = object["wall_seconds"] as? Double ?? 0
-        summary.answered = object["answered"] as? Int ?? 0
+        summary.reasons = object["reasons"]?.intMembers ?? [:]
+        summary.retries = object["retries"]?.intValue ?? 0
+        summary.wallSeconds = object["wall_seconds"]?.doubleValue ?? 0
+        summary.answered = object["answered"]?.intValue ?? 0
         summary.latencyMicroseconds = histogram(object["latency_histogram"])
-        summary.stoppedBecause = object["stopped"] as? String
-        summary.interrupted = object["interrupted"] as? Bool ?? false
-        summary.pruned = object["pruned"] as? Int ?? 0
-        for (name, value) in object["providers"] as? [String: Any] ?? [:] {
-            guard let provider = catalog.provider(named: name), let p = value as? [String: Any] else { continue }
+        summary.stoppedBecause = object["stopped"]?.stringValue
+        summary.interrupted = object["interrupted"]?.boolValue ?? false
+        summary.pruned = object["pruned"]?.intValue ?? 0
+        for member in object["providers"]?.members ?? [] {
+            guard let provider = catalog.provider(named: member.key), case .object = member.value else { continue }
+            let p = member.value
             var figures = ProviderFigures()
-            figures.rows = p["rows"] as? Int ?? 0
+            figures.rows = p["rows"]?.intValue ?? 0
             figures.outcomes = outcomeCounts(p["outcomes"])
-            figures.reasons = p["reasons"] as? [String: Int] ?? [:]
-            figures.answered = p["answered"] as? Int ?? 0
+            figures.reasons = p["reasons"]?.intMembers ?? [:]
+            figures.answered = p["answered"]?.intValue ?? 0
             figures.latencyMicroseconds = histogram(p["latency_histogram"])
             summary.setFigures(figures, for: provider)
-            summary.retriesByProvider[provider] = p["retries"] as? Int ?? 0
+            summary.retriesByProvider[provider] = p["retries"]?.intValue ?? 0
         }
-        for (name, value) in object["throttles"] as? [String: [String: Int]] ?? [:] {
-            guard let provider = catalog.provider(named: name) else { continue }
-            summary.throttles[provider] = (value["device"] ?? 0, value["provider"] ?? 0)
+        for member in object["throttles"]?.members ?? [] {
+            guard let provider = catalog.provider(named: member.key), let counts = member.value.intMembers else { continue }
+            summary.throttles[provider] = (counts["device"] ?? 0, counts["provider"] ?? 0)
         }
-        if let campaign = object["campaign"] as? String, let input = object["input"] as? String {
-            let shard = (object["shard"] as? [String: Any]).flatMap { s -> ShardSpec? in
-                guard let i = s["index"] as? Int, let n = s["count"] as? Int, n >= 1, n <= ShardSpec.countMax, i >= 0, i < n else { return nil }
+        if let campaign = object["campaign"]?.stringValue, let input = object["input"]?.stringValue {
+            let shard = object["shard"].flatMap { s -> ShardSpec? in
+                guard let i = s["index"]?.intValue, let n = s["count"]?.intValue, n >= 1, n <= ShardSpec.countMax, i >= 0, i < n else { return nil }
                 return ShardSpec(index: i, count: n)
             }
-            summary.identity = CampaignIdentity(shard: shard, mergedShards: object["shards"] as? Int, campaign: campaign, input: input,
-                                                inputRows: object["input_rows"] as? Int)
+            summary.identity = CampaignIdentity(shard: shard, mergedShards: object["shards"]?.intValue, campaign: campaign, input: input,
+                                                inputRows: object["input_rows"]?.intValue)
         }
         return summary
     }
 
-    private static func outcomeCounts(_ value: Any?) -> OutcomeCounts {
+    private static func outcomeCounts(_ value: JSONValue?) -> OutcomeCounts {
         var counts = OutcomeCounts()
-        for (name, count) in value as? [String: Int] ?? [:] {
+        for (name, count) in value?.intMembers ?? [:] {
             if let kind = OutcomeKind(rawValue: name) { counts[kind] = count }
         }
         return counts
     }
 
-    private static func histogram(_ value: Any?) -> LatencyHistogram {
-        guard let h = value as? [String: Any], let buckets = h["buckets"] as? [[Int]] else { return LatencyHistogram() }
-        let pairs = buckets.compactMap { $0.count == 2 && $0[0] >= 0 && $0[1] >= 0 ? (UInt64($0[0]), UInt64($0[1])) : nil }
-        return LatencyHistogram(buckets: pairs.map { (lowerBound: $0.0, count: $0.1) }, minimum: UInt64(max(0, h["min"] as? Int ?? 0)),
-                                maximum: UInt64(max(0, h["max"] as? Int ?? 0)), sum: UInt64(max(0, h["sum"] as? Int ?? 0)))
+    private static func histogram(_ value: JSONValue?) -> LatencyHistogram {
+        guard let h = value, let buckets = h["buckets"]?.elements else { return LatencyHistogram() }
+        let pairs = buckets.compactMap { bucket -> (UInt64, UInt64)? in
+            guard let pair = bucket.elements, pair.count == 2, let low = pair[0].intValue, let count = pair[1].intValue,
+                  low >= 0, count >= 0 else { return nil }
+            return (UInt64(low), UInt64(count))
+        }
+        return LatencyHistogram(buckets: pairs.map { (lowerBound: $0.0, count: $0.1) }, minimum: UInt64(max(0, h["min"]?.intValue ?? 0)),
+                                maximum: UInt64(max(0, h["max"]?.intValue ?? 0)), sum: UInt64(max(0, h["sum"]?.intValue ?? 0)))
     }
 
     /// Adds another shard's figures: counts summed, histograms merged, the wall time the

@@ -1,4 +1,4 @@
-import Foundation
+import PushcastJSON
 import PushcastCore
 import PushcastReactor
 
@@ -146,17 +146,17 @@ public struct RecoveredResults {
     }
 
     public static func parseNDJSON(_ text: String, _ columns: ResultColumns) -> OutcomeRecord? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let row = object["row"] as? Int, row >= 1,
-              let outcome = (object["outcome"] as? String).flatMap(OutcomeKind.init(rawValue:)) else { return nil }
-        let provider = (object["provider"] as? String).flatMap { columns.catalog.provider(named: $0) }
+        guard case .success(let object) = JSONScanner.parse(Array(text.utf8)), case .object = object,
+              let row = object["row"]?.intValue, row >= 1,
+              let outcome = object["outcome"]?.stringValue.flatMap(OutcomeKind.init(rawValue:)) else { return nil }
+        let provider = object["provider"]?.stringValue.flatMap { columns.catalog.provider(named: $0) }
         let field = columns.field(of: provider)
-        return OutcomeRecord(row: row, id: object["id"] as? String, token: object["token"] as? String ?? "",
+        return OutcomeRecord(row: row, id: object["id"]?.stringValue, token: object["token"]?.stringValue ?? "",
                              provider: provider, outcome: outcome,
-                             status: object["status"] as? Int, reason: object["reason"] as? String, error: object["error"] as? String,
-                             messageID: field >= 0 ? object[columns.fields[field]] as? String : nil,
-                             unregisteredAt: object["unregistered_at"] as? String, duplicateOf: object["duplicate_of"] as? Int,
-                             attempts: object["attempts"] as? Int ?? 0, latencyMilliseconds: object["latency_ms"] as? Double)
+                             status: object["status"]?.intValue, reason: object["reason"]?.stringValue, error: object["error"]?.stringValue,
+                             messageID: field >= 0 ? object[columns.fields[field]]?.stringValue : nil,
+                             unregisteredAt: object["unregistered_at"]?.stringValue, duplicateOf: object["duplicate_of"]?.intValue,
+                             attempts: object["attempts"]?.intValue ?? 0, latencyMilliseconds: object["latency_ms"]?.doubleValue)
     }
 
     /// `row,id,token,provider,outcome,status,reason,` the message-id columns,

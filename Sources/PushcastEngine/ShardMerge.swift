@@ -1,4 +1,3 @@
-import Foundation
 import PushcastCore
 import PushcastInput
 import PushcastReactor

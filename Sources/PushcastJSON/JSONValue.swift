@@ -39,6 +39,43 @@ public indirect enum JSONValue: Sendable, Equatable {
         if case .object(let members) = self { return members }
         return nil
     }
+
+    /// A number as a Double (any JSON number).
+    public var doubleValue: Double? {
+        if case .number(let text) = self { return Double(text) }
+        return nil
+    }
+
+    /// A number that is a whole value and fits an Int (`3` and `3.0`, not `3.5`).
+    public var intValue: Int? {
+        guard case .number(let text) = self else { return nil }
+        if let value = Int(text) { return value }
+        guard let value = Double(text), value.rounded() == value, abs(value) < 9.0e15 else { return nil }
+        return Int(value)
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// An object whose every member is a whole number, as a dictionary (the last of repeated
+    /// keys); nil for anything else.
+    public var intMembers: [String: Int]? {
+        guard case .object(let members) = self else { return nil }
+        var out: [String: Int] = [:]
+        for member in members {
+            guard let value = member.value.intValue else { return nil }
+            out[member.key] = value
+        }
+        return out
+    }
+
+    /// An array's elements; nil for anything else.
+    public var elements: [JSONValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
 }
 
 extension JSONScanner {

@@ -3,7 +3,6 @@ import PushcastCore
 import PushcastEngine
 import PushcastFCM
 import PushcastInput
-import PushcastReactor
 import PushcastTransport
 import PushcastWire
 
