@@ -1,0 +1,57 @@
+import PushcastCore
+import PushcastTransport
+
+/// What a worker's send loop gets from the run.
+public struct WorkloadContext {
+    public let channel: NotificationChannel
+    public let outcomes: OutcomeChannel
+    public let gauge: WorkerGauge
+    public let clock: TurnClock
+    public let random: RandomSource
+    public let inFlightMax: Int
+    /// Where the workload records the rows it hands to a connection (nil: no journal).
+    public let dispatch: DispatchMarks?
+}
+
+/// A send loop a campaign worker runs: a `ClientWorkload` that can hand over what it holds when
+/// its worker stops.
+public protocol CampaignWorkload: ClientWorkload {
+    func flush()
+}
+
+extension SendWorkload: CampaignWorkload {}
+
+/// One provider's share of a campaign: its connections, worker threads, and send loop. Each
+/// provider has its own lane (its own connections, rate limiter, retry queues and counters).
+public struct ProviderLane: Sendable {
+    public let provider: ProviderID
+    public let client: ClientConfiguration
+    public let connections: Int
+    public let workers: Int
+    public let makeWorkload: @Sendable (WorkloadContext) -> any CampaignWorkload
+
+    public init(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,
+                makeWorkload: @escaping @Sendable (WorkloadContext) -> any CampaignWorkload) {
+        self.provider = provider
+        self.client = client
+        self.connections = connections
+        self.workers = max(1, min(workers, connections))
+        self.makeWorkload = makeWorkload
+    }
+
+    public static func apns(settings: APNsSendSettings, policy: SendPolicy, client: ClientConfiguration, connections: Int,
+                            workers: Int) -> ProviderLane {
+        ProviderLane(provider: .apns, client: client, connections: connections, workers: workers) { c in
+            SendWorkload(adapter: APNsAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
+        }
+    }
+
+    public static func fcm(settings: FCMSendSettings, policy: SendPolicy, client: ClientConfiguration, connections: Int,
+                           workers: Int) -> ProviderLane {
+        ProviderLane(provider: .fcm, client: client, connections: connections, workers: workers) { c in
+            SendWorkload(adapter: FCMAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
+        }
+    }
+}
