@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 // pushcast: a push-campaign engine for APNs and FCM over HTTP/2.
-// Modules are laid out along the I/O line (docs/ARCHITECTURE.md): only PushcastReactor makes
-// syscalls; PushcastWire (TLS + HTTP/2) is sans-I/O and tested without sockets.
+// Modules are laid out along the I/O line (docs/ARCHITECTURE.md): only PushcastSystem (files,
+// signals, processes, the environment, clocks) and PushcastReactor (the ring, epoll, sockets,
+// timers) make syscalls; PushcastWire (TLS + HTTP/2) is sans-I/O and tested without sockets.
 import PackageDescription
 
 // Release builds skip Swift's dynamic exclusivity checks on the hot-path modules: they cost ~7 % of
@@ -32,6 +33,8 @@ let package = Package(
             name: "CURing",
             linkerSettings: [.linkedLibrary("uring")]
         ),
+        .target(name: "CPrefetch"),
+        .target(name: "CSystem"),
         // Database clients: SQLite, libpq, libmariadb, imported as they are.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
@@ -39,7 +42,7 @@ let package = Package(
         // zlib and zstd: gzip and zstd token exports, read transparently (DecompressingByteSource).
         .systemLibrary(name: "CCompression", path: "Sources/CCompression", providers: [.apt(["zlib1g-dev", "libzstd-dev"])]),
 
-        .target(name: "PushcastCore", swiftSettings: hotPath),
+        .target(name: "PushcastCore", dependencies: ["CPrefetch"], swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
         .target(name: "PushcastInput", dependencies: ["PushcastCore", "CCompression"], swiftSettings: hotPath),
         // The one JSON reader (JSONScanner), the JSON writer, and the payload template both providers render.
@@ -48,39 +51,44 @@ let package = Package(
         // FCM HTTP v1: service-account OAuth2 (RS256), the message template, the error table.
         .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
-        .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"], swiftSettings: hotPath),
-        .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"], swiftSettings: hotPath),
+        // Blocking calls that are not the network: files, the journal's storage, scratch files,
+        // signals, the process, resource usage, the environment and the clocks.
+        .target(name: "PushcastSystem", dependencies: ["PushcastCore", "CSystem"], swiftSettings: hotPath),
+        // The event loop: io_uring or epoll, sockets, timers (its clock is PushcastSystem's).
+        .target(name: "PushcastReactor", dependencies: ["PushcastCore", "PushcastSystem", "CURing"], swiftSettings: hotPath),
+        .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastSystem"], swiftSettings: hotPath),
         .target(
             name: "PushcastEngine",
-            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
+            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
             swiftSettings: hotPath),
         // Query snapshots and prune-apply against SQLite, PostgreSQL and MySQL/MariaDB.
         .target(name: "PushcastDatabase", dependencies: ["PushcastCore", "CSQLite", "CPostgres", "CMariaDB"]),
-        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
+        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
-                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
+                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor", "PushcastSystem"]),
         // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
         // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
         .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput", "CCompression"]),
         .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),
-        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
-        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
-        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM", "PushcastJSON"]),
-        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "COpenSSL", "CNGHTTP2"]),
+        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastSystem", "COpenSSL"]),
+        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastSystem", "COpenSSL"]),
+        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM", "PushcastJSON", "PushcastSystem"]),
+        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
-        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
+        .testTarget(name: "PushcastSystemTests", dependencies: ["PushcastSystem", "PushcastCore"]),
+        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM", "PushcastSystem"]),
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
-                                   "PushcastReactor", "PushcastTransport", "PushcastAPNs"]),
+                                   "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
         .testTarget(name: "PushcastDatabaseTests", dependencies: ["PushcastDatabase"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),

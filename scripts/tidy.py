@@ -7,10 +7,11 @@ Rules (`python3 scripts/tidy.py --rules` prints them with every exception):
                    comment in the 3 lines above it says why ("longer than 70 lines: ...").
   imports          each module imports only the modules of its layer (IMPORT_RULES below, the
                    intended layering of docs/ARCHITECTURE.md), plus Swift and Synchronization.
-  syscalls         only the system module (PushcastReactor) calls the C library's file, socket,
-                   process and environment functions or Foundation's FileManager, FileHandle,
-                   ProcessInfo and Process.
-  clock            only the system module reads a clock (clock_gettime, Date(), DispatchTime.now,
+  syscalls         only the system modules (PushcastSystem: files, processes, signals, the
+                   environment; PushcastReactor: the ring, epoll, sockets) call the C library's
+                   file, socket, process and environment functions or Foundation's FileManager,
+                   FileHandle, ProcessInfo and Process.
+  clock            only the system modules read a clock (clock_gettime, Date(), DispatchTime.now,
                    ContinuousClock, SuspendingClock, Reactor.nowNanoseconds(), ...); everything
                    else takes a MonotonicClock / WallClock (PushcastCore) from its caller.
 
@@ -48,32 +49,35 @@ DECL = re.compile(r'^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|filepriva
 ALWAYS = {'Swift', 'Synchronization', '_Concurrency'}
 LIBC = {'Glibc', 'Musl'}
 SWIFT_MODULES = {'PushcastCore', 'PushcastCommandLine', 'PushcastJSON', 'PushcastInput', 'PushcastWire',
-                 'PushcastAPNs', 'PushcastFCM', 'PushcastReactor', 'PushcastTransport', 'PushcastDatabase',
+                 'PushcastAPNs', 'PushcastFCM', 'PushcastSystem', 'PushcastReactor', 'PushcastTransport', 'PushcastDatabase',
                  'PushcastEngine', 'PushcastMock', 'PushcastSimulation', 'PushcastFuzzing'}
 
 # module: (what it may import, why)
 IMPORT_RULES = {
-    'PushcastCore': (LIBC, 'value types every layer shares; libc only for memory (memcpy, explicit_bzero)'),
+    'PushcastCore': (LIBC | {'CPrefetch'}, 'value types every layer shares; libc only for memory (memcpy, explicit_bzero), '
+                     'CPrefetch for cache hints'),
     'PushcastCommandLine': (set(), 'the argument parser, help and manual page: depends on nothing'),
     'PushcastJSON': (set(), 'the one JSON reader and writer: depends on nothing'),
     'PushcastInput': ({'PushcastCore', 'CCompression'}, 'sans-I/O CSV / NDJSON readers over a ByteSource'),
     'PushcastWire': ({'PushcastCore', 'COpenSSL', 'CNGHTTP2'} | LIBC, 'sans-I/O TLS and HTTP/2 over memory'),
     'PushcastAPNs': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'COpenSSL'}, 'APNs rules; never PushcastFCM'),
     'PushcastFCM': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'COpenSSL'}, 'FCM rules; never PushcastAPNs'),
-    'PushcastReactor': ({'PushcastCore', 'CURing', 'Foundation', 'Dispatch'} | LIBC,
-                        'the system module: the only syscalls and clock reads'),
-    'PushcastTransport': ({'PushcastCore', 'PushcastWire', 'PushcastReactor'} | LIBC,
+    'PushcastSystem': ({'PushcastCore', 'CSystem'} | LIBC,
+                       'a system module: files, the journal, signals, the process, the environment, the clocks'),
+    'PushcastReactor': ({'PushcastCore', 'PushcastSystem', 'CURing'} | LIBC,
+                        'a system module: the ring, epoll, sockets and timers'),
+    'PushcastTransport': ({'PushcastCore', 'PushcastWire', 'PushcastReactor', 'PushcastSystem'} | LIBC,
                           'client and server workers: one thread, one reactor each'),
     'PushcastDatabase': ({'PushcastCore', 'CSQLite', 'CPostgres', 'CMariaDB'} | LIBC,
                          'database clients, used before a campaign starts and by prune-apply'),
     'PushcastEngine': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastTransport', 'PushcastAPNs',
                         'PushcastFCM', 'PushcastInput'},
-                       'campaign logic; files, clocks and threads come in through protocols, not PushcastReactor'),
-    'PushcastMock': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastReactor', 'PushcastTransport',
+                       'campaign logic; files, clocks and threads come in through protocols, not PushcastSystem or PushcastReactor'),
+    'PushcastMock': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastReactor', 'PushcastSystem', 'PushcastTransport',
                       'PushcastAPNs', 'PushcastFCM'}, 'the mock APNs and FCM server'),
     'PushcastSimulation': ({'PushcastCore', 'PushcastJSON', 'PushcastEngine', 'PushcastTransport', 'PushcastWire',
                             'PushcastAPNs', 'PushcastFCM', 'PushcastInput'},
-                           'whole campaigns in memory on a virtual clock: no PushcastReactor'),
+                           'whole campaigns in memory on a virtual clock: no PushcastReactor, no PushcastSystem'),
     'PushcastFuzzing': ({'PushcastCore', 'PushcastJSON', 'PushcastInput', 'PushcastAPNs', 'PushcastFCM',
                          'PushcastWire'}, 'fuzz bodies: pure functions of bytes'),
     'pushcast': ((SWIFT_MODULES - {'PushcastFuzzing'}) | {'Foundation', 'Dispatch'} | LIBC,
@@ -84,42 +88,40 @@ IMPORT_RULES = {
 IMPORT_EXCEPTIONS = {
     ('Sources/PushcastEngine/CampaignChannels.swift', 'Foundation'): 'NSCondition and Date for channel waits: to move behind a PushcastReactor waiter',
     ('Sources/PushcastEngine/CampaignChannels.swift', 'PushcastReactor'): 'ReactorWaker: to move behind a wake-up protocol',
-    ('Sources/PushcastEngine/CampaignJournal.swift', 'PushcastReactor'): 'JournalFile: to move behind a storage protocol',
+    ('Sources/PushcastEngine/CampaignJournal.swift', 'PushcastSystem'): 'JournalFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/CampaignLoop.swift', 'PushcastReactor'): 'Reactor.wallClockSeconds for the pause notices: to take a WallClock from the caller',
-    ('Sources/PushcastEngine/CampaignReport.swift', 'PushcastReactor'): 'InputFile: to move behind a storage protocol',
-    ('Sources/PushcastEngine/CampaignResume.swift', 'PushcastReactor'): 'JournalFile, FileSystem: to move behind a storage protocol',
-    ('Sources/PushcastEngine/CampaignRun.swift', 'PushcastReactor'): 'OutputFile for the summary: to move behind a storage protocol',
-    ('Sources/PushcastEngine/InputFileSource.swift', 'PushcastReactor'): 'InputFile: to move behind a storage protocol',
+    ('Sources/PushcastEngine/CampaignReport.swift', 'PushcastSystem'): 'InputFile: to move behind a storage protocol',
+    ('Sources/PushcastEngine/CampaignResume.swift', 'PushcastSystem'): 'JournalFile, FileSystem: to move behind a storage protocol',
+    ('Sources/PushcastEngine/CampaignRun.swift', 'PushcastSystem'): 'OutputFile for the summary: to move behind a storage protocol',
+    ('Sources/PushcastEngine/InputFileSource.swift', 'PushcastSystem'): 'InputFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/LaneCrew.swift', 'PushcastReactor'): 'Reactor.nowNanoseconds, SystemMonotonicClock: the real crew runs real threads and clocks, to move out of the engine',
     ('Sources/PushcastEngine/CampaignSummary.swift', 'Foundation'): 'String(format:): to move to a formatter of our own',
-    ('Sources/PushcastEngine/DispatchMarks.swift', 'PushcastReactor'): 'JournalFile, ReactorError: to move behind a storage protocol',
-    ('Sources/PushcastEngine/DuplicatePlan.swift', 'PushcastReactor'): 'ScratchFile: to move behind a storage protocol',
+    ('Sources/PushcastEngine/DispatchMarks.swift', 'PushcastSystem'): 'JournalFile, SystemError: to move behind a storage protocol',
+    ('Sources/PushcastEngine/DuplicatePlan.swift', 'PushcastSystem'): 'ScratchFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/FCMSend.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to move to PushcastTransport',
     ('Sources/PushcastEngine/FCMSend.swift', 'PushcastReactor'): 'SystemMonotonicClock, Reactor.sleep: to take both from the caller',
-    ('Sources/PushcastEngine/OutcomeRecord.swift', 'PushcastReactor'): 'Prefetch (a cache hint, no syscall): to move to PushcastCore',
-    ('Sources/PushcastEngine/OutcomeSink.swift', 'PushcastReactor'): 'OutputFile: to move behind a storage protocol',
+    ('Sources/PushcastEngine/OutcomeSink.swift', 'PushcastSystem'): 'OutputFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/ReportPage+Charts.swift', 'Foundation'): 'ISO8601DateFormatter, String(format:) for the report page',
     ('Sources/PushcastEngine/ReportPage.swift', 'Foundation'): 'Date, ISO8601DateFormatter, String(format:) for the report page',
     ('Sources/PushcastEngine/ResultsLineParser.swift', 'Glibc'): 'C string and number parsing: to move to PushcastCore',
-    ('Sources/PushcastEngine/ResultsRecovery.swift', 'PushcastReactor'): 'InputFile, FileSystem: to move behind a storage protocol',
+    ('Sources/PushcastEngine/ResultsRecovery.swift', 'PushcastSystem'): 'InputFile, FileSystem: to move behind a storage protocol',
     ('Sources/PushcastEngine/ResultsStream.swift', 'Glibc'): 'C memory and string calls: to move to PushcastCore',
-    ('Sources/PushcastEngine/ResultsStream.swift', 'PushcastReactor'): 'InputFile: to move behind a storage protocol',
-    ('Sources/PushcastEngine/RowPreparer.swift', 'PushcastReactor'): 'Prefetch (a cache hint, no syscall): to move to PushcastCore',
-    ('Sources/PushcastEngine/SendWorkload.swift', 'PushcastReactor'): 'Prefetch (a cache hint, no syscall): to move to PushcastCore',
+    ('Sources/PushcastEngine/ResultsStream.swift', 'PushcastSystem'): 'InputFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'Glibc'): 'memchr and memmove over the scratch buffers: to move to PushcastCore',
-    ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'PushcastReactor'): 'ScratchFile, InputFile, OutputFile, FileSystem: to move behind a storage protocol',
-    ('Sources/PushcastEngine/ShardMerge.swift', 'PushcastReactor'): 'ScratchFile, InputFile, FileSystem: to move behind a storage protocol',
-    ('Sources/PushcastEngine/ShardRowMap.swift', 'PushcastReactor'): 'ScratchFile: to move behind a storage protocol',
+    ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'PushcastSystem'): 'ScratchFile, InputFile, OutputFile, FileSystem: to move behind a storage protocol',
+    ('Sources/PushcastEngine/ShardMerge.swift', 'PushcastSystem'): 'ScratchFile, InputFile, FileSystem: to move behind a storage protocol',
+    ('Sources/PushcastEngine/ShardRowMap.swift', 'PushcastSystem'): 'ScratchFile: to move behind a storage protocol',
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'Glibc'): 'getenv: to take the environment from the CLI',
-    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
+    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
+    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
     ('Sources/PushcastTransport/Threads.swift', 'Foundation'): 'Thread, DispatchGroup, NSLock: worker threads (accepted: threads are not I/O)',
 }
 
 # ---------------------------------------------------------------------------------------------
 # 3. Syscalls and 4. clock reads: only SYSTEM_MODULES.
 
-SYSTEM_MODULES = {'PushcastReactor'}
+SYSTEM_MODULES = {'PushcastSystem', 'PushcastReactor'}
 
 # C library calls, matched as bare calls: `open(` but not `file.open(`, `reopen(` or `func open(`.
 # A file that declares a function, closure, parameter or case of the same name (`func write(`,
@@ -195,13 +197,14 @@ CLOCK_EXCEPTIONS = {
 }
 
 RULE_FIXES = {
-    'imports': 'reach it through a protocol that the caller injects (the CLI wires in the PushcastReactor or '
+    'imports': 'reach it through a protocol that the caller injects (the CLI wires in the PushcastSystem or '
                'Foundation implementation), or, if the layering itself should change, change IMPORT_RULES in '
                'scripts/tidy.py and docs/ARCHITECTURE.md together',
-    'syscalls': 'call a wrapper in PushcastReactor (InputFile, OutputFile, ScratchFile, FileSystem, SecretFile, '
-                'CurrentProcess, StopSignals, ...) or add one there, and take it from the caller',
+    'syscalls': 'call a wrapper in PushcastSystem (InputFile, OutputFile, ScratchFile, FileSystem, SecretFile, '
+                'CurrentProcess, StopSignals, Environment, ...) or PushcastReactor (sockets), or add one there, '
+                'and take it from the caller',
     'clock': 'take a MonotonicClock or WallClock (PushcastCore) from the caller; the CLI passes the '
-             "reactor's SystemMonotonicClock / SystemWallClock, tests a ManualClock",
+             "system's SystemMonotonicClock / SystemWallClock, tests a ManualClock",
 }
 
 

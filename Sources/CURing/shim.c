@@ -51,10 +51,6 @@ int curing_enable_rings(struct io_uring *ring) {
     return result < 0 ? -errno : 0;
 }
 
-int curing_reserve_space(int fd, int64_t offset, int64_t length) {
-    return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
-}
-
 int curing_library_path(char *out, size_t size) {
     Dl_info info;
     if (dladdr((void *)&io_uring_queue_init, &info) == 0 || info.dli_fname == NULL) {

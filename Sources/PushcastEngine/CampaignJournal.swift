@@ -1,6 +1,6 @@
 import PushcastCore
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 
 /// What identifies one campaign across runs: a resume must be of the very same campaign.
 public struct CampaignFingerprint: Equatable, Sendable {

@@ -1,6 +1,6 @@
 import PushcastJSON
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// What `pushcast report` shows, gathered in one pass over the results (any number of files:
 /// one campaign, its shards, a campaign still running), each provider's timeline, and the

@@ -1,5 +1,5 @@
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// How a run treats what earlier runs of its campaign left (`send --resume`, `--force`).
 public struct ResumeRequest: Sendable {

@@ -1,7 +1,7 @@
 import PushcastAPNs
 import PushcastCore
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization

@@ -1,5 +1,5 @@
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// Where the workers record which rows they hand to a connection: `D` lines appended to the
 /// campaign's journal, unsynced, before the requests' bytes can reach a socket.
@@ -27,10 +27,10 @@ public final class DispatchLog: Sendable {
     }
 
     /// One whole line, in one write (several workers append at once; O_APPEND keeps lines whole).
-    func append(_ line: [UInt8]) throws(ReactorError) {
-        var failure: ReactorError? = nil
+    func append(_ line: [UInt8]) throws(SystemError) {
+        var failure: SystemError? = nil
         line.withUnsafeBytes { bytes in
-            do throws(ReactorError) { try file.append(bytes: bytes) } catch { failure = error }
+            do throws(SystemError) { try file.append(bytes: bytes) } catch { failure = error }
         }
         if let failure { throw failure }
     }
@@ -66,7 +66,7 @@ public struct DispatchMarks {
 
     /// Appends the rows noted since the last write; a failure means the rows handed out must not
     /// go out (a crash would leave nothing saying that they did).
-    public mutating func write() throws(ReactorError) {
+    public mutating func write() throws(SystemError) {
         guard !isEmpty else { return }
         returned.close(into: &line)
         handed.close(into: &line)

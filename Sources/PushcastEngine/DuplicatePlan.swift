@@ -1,6 +1,6 @@
 import PushcastCore
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 
 /// Every repeated token of a re-readable input, found before the send starts, with memory that
 /// does not grow with the file (a constant few MiB for any row count):

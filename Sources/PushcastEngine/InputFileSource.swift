@@ -1,6 +1,6 @@
 import PushcastCore
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 
 /// Reads token files through a reactor `InputFile`, decompressing gzip and zstd exports on the
 /// way (`DecompressingByteSource` goes by the first bytes; plain files pass through unchanged).

@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastReactor
 
 /// What happened to one input row: one line of the results file.
 public struct OutcomeRecord: Sendable, Equatable, PackedTokenAndID {

@@ -1,5 +1,5 @@
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// Where every finished row goes. The run hands each outcome record to its sinks exactly once,
 /// in the order outcomes arrive, on the reader thread; the sinks decide how it is kept. The

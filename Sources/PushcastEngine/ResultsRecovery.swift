@@ -1,6 +1,6 @@
 import PushcastJSON
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// What a resume finds in an earlier run's results file: which rows are finished, their records
 /// (handed to `visit` one at a time, for the summary and the prune file), and where the file's

@@ -1,6 +1,6 @@
 import Glibc
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// Reads a results file as a stream, in fixed-size chunks, handing each line's record to a
 /// visitor: memory stays flat whatever the file's size. For `pushcast report`, which also reads

@@ -1,6 +1,5 @@
 import PushcastAPNs
 import PushcastCore
-import PushcastReactor
 import PushcastTransport
 import PushcastWire
 

@@ -1,6 +1,6 @@
 import Glibc
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// A stretch of the scratch file holding one shard's lines sorted by row.
 struct SortedRun {

@@ -1,6 +1,6 @@
 import PushcastCore
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 
 /// What `pushcast merge` is asked to do: shard k's files are `shardResults[k]` (and its prune
 /// and summary files, when given); the outputs are one results file in row order, one prune file

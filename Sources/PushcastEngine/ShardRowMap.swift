@@ -1,6 +1,6 @@
 import PushcastCore
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 
 /// Which rows of a file one shard owns, one bit a row, as the first read decided it: the send's
 /// readers then skip another shard's row without looking at its token again (the first read

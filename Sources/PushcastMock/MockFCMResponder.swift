@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastReactor
 import PushcastTransport
 import PushcastWire
 

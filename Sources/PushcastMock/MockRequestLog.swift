@@ -1,4 +1,5 @@
 import PushcastReactor
+import PushcastSystem
 import PushcastWire
 import Synchronization
 
@@ -14,7 +15,7 @@ import Synchronization
 public final class MockRequestLog: Sendable {
     private let file: Mutex<OutputFile>
 
-    public init(path: String) throws(ReactorError) {
+    public init(path: String) throws(SystemError) {
         file = Mutex(try OutputFile(path: path))
     }
 

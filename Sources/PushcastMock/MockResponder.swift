@@ -1,6 +1,7 @@
 import PushcastAPNs
 import PushcastCore
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization

@@ -2,6 +2,7 @@ import Foundation
 import PushcastCore
 import PushcastFCM
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 
@@ -80,7 +81,7 @@ public final class MockServer: @unchecked Sendable {
         let workers = max(1, configuration.workers)
         board = MockStatisticsBoard(workers: configuration.fcm == nil ? workers : 2 * workers)
         do {
-            log = try configuration.logPath.map { path throws(ReactorError) in try MockRequestLog(path: path) }
+            log = try configuration.logPath.map { path throws(SystemError) in try MockRequestLog(path: path) }
         } catch {
             throw MockServerError(description: error.description)
         }

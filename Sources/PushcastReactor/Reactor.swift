@@ -3,6 +3,7 @@
 import CURing
 import Glibc
 import PushcastCore
+import PushcastSystem
 
 public final class Reactor {
     public let backendKind: IOBackendKind
@@ -64,12 +65,15 @@ public final class Reactor {
         }
     }
 
-    /// CLOCK_MONOTONIC in nanoseconds.
-    public static func nowNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
+    /// CLOCK_MONOTONIC in nanoseconds: the clock of the reactor's timers.
+    @inline(__always)
+    public static func nowNanoseconds() -> UInt64 { SystemClock.monotonicNanoseconds() }
+
+    /// Wall-clock seconds since the Unix epoch, with fractions (`SystemClock.wallClockSeconds`).
+    public static func wallClockSeconds() -> Double { SystemClock.wallClockSeconds() }
+
+    /// Blocks the calling thread (`SystemClock.sleep`): for threads without a reactor to wait on.
+    public static func sleep(nanoseconds: UInt64) { SystemClock.sleep(nanoseconds: nanoseconds) }
 
     public var slotsInUse: Int { slots.inUse }
 

@@ -1,5 +1,6 @@
 import PushcastCore
 import PushcastReactor
+import PushcastSystem
 import PushcastWire
 
 /// What one load run did: the figures `pushcast bench` prints.

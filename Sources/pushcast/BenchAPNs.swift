@@ -7,6 +7,7 @@ import PushcastInput
 import PushcastJSON
 import PushcastMock
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 

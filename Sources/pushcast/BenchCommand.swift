@@ -2,6 +2,7 @@ import Foundation
 import PushcastCommandLine
 import PushcastMock
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 

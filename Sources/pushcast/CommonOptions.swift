@@ -1,6 +1,7 @@
 import Foundation
 import PushcastCommandLine
 import PushcastReactor
+import PushcastSystem
 import PushcastWire
 
 /// Options several commands share.

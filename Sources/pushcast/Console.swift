@@ -1,5 +1,5 @@
 import Foundation
-import PushcastReactor
+import PushcastSystem
 
 /// Where the CLI writes: machine-readable output to stdout, everything else to stderr.
 enum Console {

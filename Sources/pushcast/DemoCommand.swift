@@ -2,7 +2,7 @@ import Foundation
 import PushcastAPNs
 import PushcastCommandLine
 import PushcastMock
-import PushcastReactor
+import PushcastSystem
 
 /// `pushcast demo`: a real mixed iOS/Android campaign against the embedded mock. It makes a
 /// throw-away CA and APNs key pair, starts the mock on loopback with APNs and FCM (a generated

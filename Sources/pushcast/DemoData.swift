@@ -1,6 +1,6 @@
 import Foundation
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 
 /// The demo's token file: a `push_devices` export of 100,000 rows, about 60 % iOS (64 hex digits,
 /// sent to APNs) and 40 % Android (opaque FCM registration tokens, sent to FCM), routed by the

@@ -3,6 +3,7 @@ import PushcastCommandLine
 import PushcastEngine
 import PushcastJSON
 import PushcastReactor
+import PushcastSystem
 
 /// How pushcast writes to stderr (`--log-format`): text for a person, or one JSON object per
 /// line for a log pipeline (every line: progress, notes, warnings, errors and the summary).

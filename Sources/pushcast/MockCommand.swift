@@ -2,7 +2,7 @@ import Foundation
 import PushcastCommandLine
 import PushcastAPNs
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 import PushcastMock
 import PushcastTransport
 

@@ -4,6 +4,7 @@ import PushcastDatabase
 import PushcastEngine
 import PushcastInput
 import PushcastReactor
+import PushcastSystem
 
 /// `pushcast prune-apply`: a campaign's prune file written back to the table its tokens came
 /// from, in batches, each one transaction; only prunes; idempotent.

@@ -2,7 +2,7 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
-import PushcastReactor
+import PushcastSystem
 
 /// `pushcast report`: one self-contained HTML page about a campaign, for the people who asked
 /// for it: outcomes per provider, pruned tokens by reason, latency, rows and retries per second

@@ -7,6 +7,7 @@ import PushcastFCM
 import PushcastInput
 import PushcastJSON
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 

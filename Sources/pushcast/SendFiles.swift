@@ -1,6 +1,6 @@
 import PushcastCommandLine
 import PushcastEngine
-import PushcastReactor
+import PushcastSystem
 
 /// Every file one `send` reads or writes, by role. Before anything is opened for writing, no two
 /// roles may name the same file (through a link, `./`, another spelling, or stdin redirected from

@@ -3,7 +3,7 @@ import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastJSON
-import PushcastReactor
+import PushcastSystem
 
 /// The options for the people around a campaign: progress that suits where stderr
 /// goes, the log format, and the Prometheus metrics file. `send` and `check` take them.

@@ -1,6 +1,6 @@
 import PushcastCore
 import PushcastEngine
-import PushcastReactor
+import PushcastSystem
 
 /// `send --resume`, `--force` and the journal: what a run finds of the runs before it.
 extension SendCommand {

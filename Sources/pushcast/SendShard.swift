@@ -3,7 +3,7 @@ import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastInput
-import PushcastReactor
+import PushcastSystem
 
 /// `--shard`: which shard this process sends, and the per-shard file names.
 extension SendCommand {

@@ -4,6 +4,7 @@ import PushcastCore
 import PushcastDatabase
 import PushcastEngine
 import PushcastReactor
+import PushcastSystem
 
 /// `send --from URL --query SQL` and `check --from …`: the query's rows are read once into a
 /// snapshot (a CSV spool beside the results file, mode 0600), and the campaign runs from that

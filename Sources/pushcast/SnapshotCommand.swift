@@ -1,6 +1,6 @@
 import PushcastCommandLine
 import PushcastDatabase
-import PushcastReactor
+import PushcastSystem
 
 /// `pushcast snapshot`: a query's rows written once to a CSV file (0600), the same snapshot
 /// `send --from` takes. Shards of one campaign on several machines send from one such file, so

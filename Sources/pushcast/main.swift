@@ -2,7 +2,7 @@
 // reports; the work happens in PushcastTransport, PushcastMock and the modules below them.
 import Foundation
 import PushcastCommandLine
-import PushcastReactor
+import PushcastSystem
 
 let group = CommandGroup(
     name: "pushcast",

@@ -1,7 +1,7 @@
 import COpenSSL
 import PushcastAPNs
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 import XCTest
 
 /// Checks a JWT with OpenSSL directly, sharing no code with PushcastAPNs: base64url via

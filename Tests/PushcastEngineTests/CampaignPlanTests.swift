@@ -5,6 +5,7 @@ import PushcastJSON
 import PushcastWire
 import PushcastTransport
 import PushcastReactor
+import PushcastSystem
 import XCTest
 
 final class CampaignPlanTests: XCTestCase {

@@ -1,7 +1,7 @@
 import Foundation
 import PushcastCore
 @testable import PushcastEngine
-import PushcastReactor
+import PushcastSystem
 import XCTest
 
 /// The journal's dispatch marks: which reserved rows a killed run handed to a connection. On the

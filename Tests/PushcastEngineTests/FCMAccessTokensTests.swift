@@ -12,6 +12,7 @@ import PushcastCore
 import PushcastFCM
 import PushcastMock
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization

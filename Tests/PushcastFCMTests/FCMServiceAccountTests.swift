@@ -1,6 +1,6 @@
 import Foundation
 import PushcastFCM
-import PushcastReactor
+import PushcastSystem
 import XCTest
 
 final class FCMServiceAccountTests: XCTestCase {

@@ -1,6 +1,6 @@
 import Foundation
 import PushcastFCM
-import PushcastReactor
+import PushcastSystem
 import XCTest
 
 /// Checks made with tools that share no code with PushcastFCM: the `openssl` command line for

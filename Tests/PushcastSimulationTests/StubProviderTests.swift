@@ -4,6 +4,7 @@ import PushcastEngine
 import PushcastInput
 import PushcastJSON
 import PushcastReactor
+import PushcastSystem
 import PushcastSimulation
 import PushcastTransport
 import PushcastWire

@@ -7,6 +7,7 @@ import PushcastCore
 import PushcastFCM
 import PushcastMock
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization

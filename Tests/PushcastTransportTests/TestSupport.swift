@@ -1,6 +1,6 @@
 import Foundation
 import PushcastMock
-import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import XCTest

@@ -4,7 +4,7 @@
 // verify, refused in the handshake or admitted with the reason.
 import COpenSSL
 import XCTest
-import PushcastReactor
+import PushcastSystem
 @testable import PushcastWire
 
 final class ClientCertificateIdentityTests: XCTestCase {

@@ -2,7 +2,7 @@
 // (docs/DESIGN.md §2.8, second layer).
 import COpenSSL
 import XCTest
-import PushcastReactor
+import PushcastSystem
 @testable import PushcastWire
 
 final class TLSTests: XCTestCase {

@@ -11,10 +11,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
-/// Why: Swift has no prefetch. Asks the CPU to start loading the cache line at `address` for
-/// reading (GCC/Clang's __builtin_prefetch); it never faults, whatever the address.
-static inline void curing_prefetch(const void *address) { __builtin_prefetch(address, 0, 3); }
-
 /// One completion copied out of the CQ ring, so the ring slot is released before any handler runs.
 struct curing_completion {
     uint64_t user_data;
@@ -46,11 +42,6 @@ int curing_enable_rings(struct io_uring *ring);
 /// Why: accept4 is declared only under _GNU_SOURCE, which Swift's Glibc module does not set.
 /// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); -1 with errno set on failure.
 int curing_accept_nonblocking(int fd);
-
-/// Why: fallocate(2) is a GNU extension that Glibc's Swift module leaves out. Allocates blocks
-/// for [offset, offset + length) without changing the file's size (FALLOC_FL_KEEP_SIZE), so later
-/// writes there cannot fail for want of space. Returns 0, or -1 with errno set.
-int curing_reserve_space(int fd, int64_t offset, int64_t length);
 
 /// Why: liburing 2.3 has no call that returns its version (io_uring_major_version came in 2.4),
 /// so `pushcast version` reads it from the file the dynamic linker loaded io_uring_queue_init

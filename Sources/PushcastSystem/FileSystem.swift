@@ -6,16 +6,16 @@ import Glibc
 
 public enum FileSystem {
     /// Creates (or replaces) `path` holding `text`, mode 0600 when `secret` (keys), else 0644.
-    public static func write(_ text: String, to path: String, secret: Bool = false) throws(ReactorError) {
+    public static func write(_ text: String, to path: String, secret: Bool = false) throws(SystemError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, secret ? 0o600 : 0o644)
-        guard fd >= 0 else { throw ReactorError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw SystemError("cannot write \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         // An existing file keeps its old mode through O_CREAT; a secret one is tightened.
         if secret { tightenIfRegular(fd) }
         var text = text
-        var failure: ReactorError? = nil
+        var failure: SystemError? = nil
         text.withUTF8 { utf8 in
-            do throws(ReactorError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
+            do throws(SystemError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
         }
         if let failure { throw failure }
     }
@@ -62,22 +62,22 @@ public enum FileSystem {
     }
 
     /// Creates `path` and any missing parents (mode 0777 less the umask); one that exists is fine.
-    public static func createDirectories(_ path: String) throws(ReactorError) {
+    public static func createDirectories(_ path: String) throws(SystemError) {
         var prefix = path.hasPrefix("/") ? "/" : ""
         for component in path.split(separator: "/") {
             prefix += component
             if mkdir(prefix, 0o777) != 0 && errno != EEXIST {
-                throw ReactorError("cannot create \(prefix): \(String(cString: strerror(errno)))")
+                throw SystemError("cannot create \(prefix): \(String(cString: strerror(errno)))")
             }
             prefix += "/"
         }
     }
 
     /// A new private directory (0700) `prefix-XXXXXX` inside `parent`.
-    public static func makeTemporaryDirectory(in parent: String, prefix: String) throws(ReactorError) -> String {
+    public static func makeTemporaryDirectory(in parent: String, prefix: String) throws(SystemError) -> String {
         var template = Array(((parent.hasSuffix("/") ? parent : parent + "/") + prefix + "-XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw ReactorError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
+            throw SystemError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
         }
         return String(cString: made)
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import PushcastCore
-@testable import PushcastReactor
+@testable import PushcastSystem
 import XCTest
 
 final class FileTests: XCTestCase {

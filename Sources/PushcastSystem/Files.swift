@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CURing
+import CSystem
 import PushcastCore
 
 /// A file opened for reading in large sequential chunks (token files), or stdin for "-".
@@ -11,14 +11,14 @@ public final class InputFile {
     private let fd: Int32
     private let ownsDescriptor: Bool
 
-    public init(path: String) throws(ReactorError) {
+    public init(path: String) throws(SystemError) {
         self.path = path
         if path == "-" {
             fd = 0
             ownsDescriptor = false
         } else {
             let opened = open(path, O_RDONLY | O_CLOEXEC)
-            guard opened >= 0 else { throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))") }
+            guard opened >= 0 else { throw SystemError("cannot open \(path): \(String(cString: strerror(errno)))") }
             fd = opened
             ownsDescriptor = true
             posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
@@ -28,23 +28,23 @@ public final class InputFile {
     deinit { if ownsDescriptor { close(fd) } }
 
     /// Reads up to `buffer.count` bytes; 0 at end of file.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(ReactorError) -> Int {
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         while true {
             let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
             if n >= 0 { return n }
             if errno == EINTR { continue }
-            throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+            throw SystemError("cannot read \(path): \(String(cString: strerror(errno)))")
         }
     }
 
     /// Reads up to `buffer.count` bytes into an array's storage; 0 at end of file.
-    public func read(into buffer: inout [UInt8]) throws(ReactorError) -> Int {
+    public func read(into buffer: inout [UInt8]) throws(SystemError) -> Int {
         let fd = self.fd
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n >= 0 { return n }
             if errno == EINTR { continue }
-            throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+            throw SystemError("cannot read \(path): \(String(cString: strerror(errno)))")
         }
     }
 
@@ -102,11 +102,11 @@ public final class OutputFile {
     /// back by this process (the results): its page cache stays a few megabytes instead of the
     /// whole file, the freed pages are reused for the next writes, and the file does not push
     /// other files' pages out of memory or fill a container's memory limit.
-    public init(path: String, bufferBytes: Int = 64 * 1024, append: Bool = false, dropsSyncedPages: Bool = false) throws(ReactorError) {
+    public init(path: String, bufferBytes: Int = 64 * 1024, append: Bool = false, dropsSyncedPages: Bool = false) throws(SystemError) {
         self.path = path
         self.dropsSyncedPages = dropsSyncedPages
         let opened = open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0o600)
-        guard opened >= 0 else { throw ReactorError("cannot create \(path): \(String(cString: strerror(errno)))") }
+        guard opened >= 0 else { throw SystemError("cannot create \(path): \(String(cString: strerror(errno)))") }
         // An existing file keeps its old mode through O_CREAT; tighten it.
         FileSystem.tightenIfRegular(opened)
         fd = opened
@@ -122,10 +122,10 @@ public final class OutputFile {
     /// was handed nothing since its last sync is not synced again: an idle prune file, synced
     /// with the results ten times a second, made a third of a slow campaign's fdatasync calls,
     /// each a wait for the disk (about 40 µs on the development machine's virtual disk).
-    public func sync() throws(ReactorError) {
+    public func sync() throws(SystemError) {
         guard written != syncedEnd else { return }
         // EINVAL: a special file that has nothing to sync (`--prune /dev/null`).
-        guard fdatasync(fd) == 0 || errno == EINVAL else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+        guard fdatasync(fd) == 0 || errno == EINVAL else { throw SystemError("cannot sync \(path): \(String(cString: strerror(errno)))") }
         syncedEnd = written
         syncCount += 1
         if dropsSyncedPages && written - droppedEnd >= Self.dropStepBytes { dropCachedPages() }
@@ -153,7 +153,7 @@ public final class OutputFile {
     }
 
     /// Appends bytes, writing out full buffers.
-    public func append(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         if used + bytes.count > buffer.count { try flush() }
         if bytes.count > buffer.count {
             try writeAll(bytes)
@@ -163,19 +163,19 @@ public final class OutputFile {
         used += bytes.count
     }
 
-    public func append(_ bytes: [UInt8]) throws(ReactorError) {
-        var failure: ReactorError? = nil
+    public func append(_ bytes: [UInt8]) throws(SystemError) {
+        var failure: SystemError? = nil
         bytes.withUnsafeBytes { raw in
-            do throws(ReactorError) { try append(raw) } catch { failure = error }
+            do throws(SystemError) { try append(raw) } catch { failure = error }
         }
         if let failure { throw failure }
     }
 
-    public func append(_ text: String) throws(ReactorError) {
+    public func append(_ text: String) throws(SystemError) {
         var copy = text
-        var failure: ReactorError? = nil
+        var failure: SystemError? = nil
         copy.withUTF8 { utf8 in
-            do throws(ReactorError) { try append(UnsafeRawBufferPointer(utf8)) } catch { failure = error }
+            do throws(SystemError) { try append(UnsafeRawBufferPointer(utf8)) } catch { failure = error }
         }
         if let failure { throw failure }
     }
@@ -191,7 +191,7 @@ public final class OutputFile {
         guard canReserve, needed > reservedEnd else { return true }
         var length = max(step, needed - reservedEnd)
         if let ceiling { length = min(length, max(needed, written + used + ceiling) - reservedEnd) }
-        if curing_reserve_space(fd, Int64(reservedEnd), Int64(length)) == 0 {
+        if csystem_reserve_space(fd, Int64(reservedEnd), Int64(length)) == 0 {
             reservedEnd += length
             return true
         }
@@ -219,14 +219,14 @@ public final class OutputFile {
     }
 
     /// Writes everything buffered so far.
-    public func flush() throws(ReactorError) {
+    public func flush() throws(SystemError) {
         guard used > 0 else { return }
         let pending = UnsafeRawBufferPointer(rebasing: buffer[0..<used])
         used = 0
         try writeAll(pending)
     }
 
-    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         try writeFully(fd, bytes, at: nil, what: path)
         written += bytes.count
     }
@@ -234,14 +234,14 @@ public final class OutputFile {
 
 /// Writes all of `bytes` to `fd`, at its position (`at: nil`) or at a file offset, retrying short
 /// writes and EINTR.
-func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(ReactorError) {
+func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?, what: String) throws(SystemError) {
     var offset = 0
     while offset < bytes.count {
         let n = position.map { pwrite(fd, bytes.baseAddress! + offset, bytes.count - offset, off_t($0 + offset)) }
             ?? write(fd, bytes.baseAddress! + offset, bytes.count - offset)
         if n < 0 {
             if errno == EINTR { continue }
-            throw ReactorError("cannot write \(what): \(String(cString: strerror(errno)))")
+            throw SystemError("cannot write \(what): \(String(cString: strerror(errno)))")
         }
         offset += n
     }
@@ -253,29 +253,29 @@ public final class ScratchFile {
     private let fd: Int32
     public private(set) var size = 0
 
-    public init(directory: String) throws(ReactorError) {
+    public init(directory: String) throws(SystemError) {
         var template = Array((directory.hasSuffix("/") ? directory : directory + "/").utf8CString.dropLast()) + Array("pushcast-scratch-XXXXXX".utf8CString)
         let opened = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard opened >= 0 else { throw ReactorError("cannot create a scratch file in \(directory): \(String(cString: strerror(errno)))") }
+        guard opened >= 0 else { throw SystemError("cannot create a scratch file in \(directory): \(String(cString: strerror(errno)))") }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         fd = opened
     }
 
     deinit { close(fd) }
 
-    public func append(_ bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         try writeFully(fd, bytes, at: size, what: "a scratch file")
         size += bytes.count
     }
 
     /// Reads up to `buffer.count` bytes at `offset`; fewer only at the end of the file.
-    public func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(ReactorError) -> Int {
+    public func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         var done = 0
         while done < buffer.count {
             let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
-                throw ReactorError("cannot read a scratch file: \(String(cString: strerror(errno)))")
+                throw SystemError("cannot read a scratch file: \(String(cString: strerror(errno)))")
             }
             if n == 0 { break }
             done += n
@@ -285,11 +285,11 @@ public final class ScratchFile {
 }
 
 /// What a file holds, read whole (results and journals on resume; they are read once).
-public func readWholeFile(_ path: String) throws(ReactorError) -> [UInt8]? {
+public func readWholeFile(_ path: String) throws(SystemError) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     if fd < 0 {
         if errno == ENOENT { return nil }
-        throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))")
+        throw SystemError("cannot open \(path): \(String(cString: strerror(errno)))")
     }
     defer { close(fd) }
     var bytes: [UInt8] = []
@@ -298,7 +298,7 @@ public func readWholeFile(_ path: String) throws(ReactorError) -> [UInt8]? {
         let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
         if n < 0 {
             if errno == EINTR { continue }
-            throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+            throw SystemError("cannot read \(path): \(String(cString: strerror(errno)))")
         }
         if n == 0 { return bytes }
         bytes.append(contentsOf: chunk[0..<n])
@@ -333,9 +333,9 @@ public enum SecretFile {
 }
 
 /// Cuts a file to `size` bytes (a torn last line, dropped before a resume appends).
-public func truncateFile(_ path: String, to size: Int) throws(ReactorError) {
+public func truncateFile(_ path: String, to size: Int) throws(SystemError) {
     guard truncate(path, off_t(size)) == 0 else {
-        throw ReactorError("cannot truncate \(path): \(String(cString: strerror(errno)))")
+        throw SystemError("cannot truncate \(path): \(String(cString: strerror(errno)))")
     }
 }
 
@@ -348,10 +348,10 @@ public final class JournalFile: @unchecked Sendable {
 
     /// Opens (creating) `path` and takes its write lock. A lock held by another process throws,
     /// naming that process.
-    public init(path: String) throws(ReactorError) {
+    public init(path: String) throws(SystemError) {
         self.path = path
         let opened = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard opened >= 0 else { throw ReactorError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard opened >= 0 else { throw SystemError("cannot open \(path): \(String(cString: strerror(errno)))") }
         FileSystem.tightenIfRegular(opened)
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
@@ -362,7 +362,7 @@ public final class JournalFile: @unchecked Sendable {
             holder.l_whence = Int16(SEEK_SET)
             let pid = fcntl(opened, F_GETLK, &holder) == 0 && holder.l_type != Int16(F_UNLCK) ? " (pid \(holder.l_pid))" : ""
             close(opened)
-            throw ReactorError("another pushcast\(pid) is writing this campaign: \(path) is locked")
+            throw SystemError("another pushcast\(pid) is writing this campaign: \(path) is locked")
         }
         fd = opened
     }
@@ -370,7 +370,7 @@ public final class JournalFile: @unchecked Sendable {
     deinit { close(fd) }
 
     /// Everything the journal holds now.
-    public func readAll() throws(ReactorError) -> [UInt8] {
+    public func readAll() throws(SystemError) -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var offset = 0
@@ -378,7 +378,7 @@ public final class JournalFile: @unchecked Sendable {
             let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw ReactorError("cannot read \(path): \(String(cString: strerror(errno)))")
+                throw SystemError("cannot read \(path): \(String(cString: strerror(errno)))")
             }
             if n == 0 { return bytes }
             bytes.append(contentsOf: chunk[0..<n])
@@ -387,26 +387,26 @@ public final class JournalFile: @unchecked Sendable {
     }
 
     /// Empties the journal (a campaign started over).
-    public func truncate() throws(ReactorError) {
-        guard ftruncate(fd, 0) == 0 else { throw ReactorError("cannot truncate \(path): \(String(cString: strerror(errno)))") }
+    public func truncate() throws(SystemError) {
+        guard ftruncate(fd, 0) == 0 else { throw SystemError("cannot truncate \(path): \(String(cString: strerror(errno)))") }
     }
 
-    public func append(_ text: String) throws(ReactorError) {
+    public func append(_ text: String) throws(SystemError) {
         var copy = text
-        var failure: ReactorError? = nil
+        var failure: SystemError? = nil
         copy.withUTF8 { utf8 in
-            do throws(ReactorError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
+            do throws(SystemError) { try writeFully(fd, UnsafeRawBufferPointer(utf8), at: nil, what: path) } catch { failure = error }
         }
         if let failure { throw failure }
     }
 
     /// Appends `bytes`, unsynced. Safe from several threads at once: the file is open with
     /// O_APPEND, so each write lands whole at the end (the fd and the path never change).
-    public func append(bytes: UnsafeRawBufferPointer) throws(ReactorError) {
+    public func append(bytes: UnsafeRawBufferPointer) throws(SystemError) {
         try writeFully(fd, bytes, at: nil, what: path)
     }
 
-    public func sync() throws(ReactorError) {
-        guard fdatasync(fd) == 0 else { throw ReactorError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+    public func sync() throws(SystemError) {
+        guard fdatasync(fd) == 0 else { throw SystemError("cannot sync \(path): \(String(cString: strerror(errno)))") }
     }
 }

@@ -1,23 +1,9 @@
-// The few calls about the process itself that the CLI and the engine need, kept here so that
-// PushcastReactor stays the one module that calls the kernel (docs/ARCHITECTURE.md, "Syscalls
-// outside PushcastReactor"): sleeping a thread, the process id, the standard streams.
+// The few calls about the process itself that the CLI and the engine need: the process id, a
+// signal to itself, the standard streams.
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
-
-extension Reactor {
-    /// Blocks the calling thread for `nanoseconds` (nanosleep, resumed after a signal until the
-    /// whole time has passed). Only for threads without a reactor to wait on: start-up retries and
-    /// `--start-jitter`.
-    public static func sleep(nanoseconds: UInt64) {
-        var remaining = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-        var left = timespec()
-        while nanosleep(&remaining, &left) != 0 && errno == EINTR {
-            remaining = left
-        }
-    }
-}
 
 /// The running process.
 public enum CurrentProcess {

@@ -1,4 +1,4 @@
-import CURing
+import CPrefetch
 
 /// Cache prefetch hints, for loops over memory written long ago: an outcome's strings were
 /// allocated when its row was read, and are read again when its answer comes back 50 ms later,
@@ -7,7 +7,7 @@ public enum Prefetch {
     @inlinable @inline(__always)
     public static func read(_ address: UnsafeRawPointer?) {
         guard let address else { return }
-        curing_prefetch(address)
+        cprefetch_read(address)
     }
 
     /// The first 128 bytes of the storage of the `String` (or `String?`) stored at `address`,

@@ -1,0 +1,2 @@
+// The hint is a static inline function of the header; a C target needs one source file.
+#include "CPrefetch.h"
