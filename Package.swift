@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastSystem"], swiftSettings: hotPath),
         .target(
             name: "PushcastEngine",
-            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
+            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
             swiftSettings: hotPath),
         // Query snapshots and prune-apply against SQLite, PostgreSQL and MySQL/MariaDB.
         .target(name: "PushcastDatabase", dependencies: ["PushcastCore", "CSQLite", "CPostgres", "CMariaDB"]),

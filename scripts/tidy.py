@@ -87,32 +87,15 @@ IMPORT_RULES = {
 # (file, module imported): why the import is there today. Each entry is one to remove.
 IMPORT_EXCEPTIONS = {
     ('Sources/PushcastEngine/CampaignChannels.swift', 'Foundation'): 'NSCondition and Date for channel waits: to move behind a PushcastReactor waiter',
-    ('Sources/PushcastEngine/CampaignChannels.swift', 'PushcastReactor'): 'ReactorWaker: to move behind a wake-up protocol',
-    ('Sources/PushcastEngine/CampaignJournal.swift', 'PushcastSystem'): 'JournalFile: to move behind a storage protocol',
-    ('Sources/PushcastEngine/CampaignLoop.swift', 'PushcastReactor'): 'Reactor.wallClockSeconds for the pause notices: to take a WallClock from the caller',
-    ('Sources/PushcastEngine/CampaignReport.swift', 'PushcastSystem'): 'InputFile: to move behind a storage protocol',
-    ('Sources/PushcastEngine/CampaignResume.swift', 'PushcastSystem'): 'JournalFile, FileSystem: to move behind a storage protocol',
-    ('Sources/PushcastEngine/CampaignRun.swift', 'PushcastSystem'): 'OutputFile for the summary: to move behind a storage protocol',
-    ('Sources/PushcastEngine/InputFileSource.swift', 'PushcastSystem'): 'InputFile: to move behind a storage protocol',
-    ('Sources/PushcastEngine/LaneCrew.swift', 'PushcastReactor'): 'Reactor.nowNanoseconds, SystemMonotonicClock: the real crew runs real threads and clocks, to move out of the engine',
     ('Sources/PushcastEngine/CampaignSummary.swift', 'Foundation'): 'String(format:): to move to a formatter of our own',
-    ('Sources/PushcastEngine/DispatchMarks.swift', 'PushcastSystem'): 'JournalFile, SystemError: to move behind a storage protocol',
-    ('Sources/PushcastEngine/DuplicatePlan.swift', 'PushcastSystem'): 'ScratchFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/FCMSend.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to move to PushcastTransport',
     ('Sources/PushcastEngine/FCMSend.swift', 'PushcastReactor'): 'SystemMonotonicClock, Reactor.sleep: to take both from the caller',
-    ('Sources/PushcastEngine/OutcomeSink.swift', 'PushcastSystem'): 'OutputFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/ReportPage+Charts.swift', 'Foundation'): 'ISO8601DateFormatter, String(format:) for the report page',
     ('Sources/PushcastEngine/ReportPage.swift', 'Foundation'): 'Date, ISO8601DateFormatter, String(format:) for the report page',
     ('Sources/PushcastEngine/ResultsLineParser.swift', 'Glibc'): 'C string and number parsing: to move to PushcastCore',
-    ('Sources/PushcastEngine/ResultsRecovery.swift', 'PushcastSystem'): 'InputFile, FileSystem: to move behind a storage protocol',
     ('Sources/PushcastEngine/ResultsStream.swift', 'Glibc'): 'C memory and string calls: to move to PushcastCore',
-    ('Sources/PushcastEngine/ResultsStream.swift', 'PushcastSystem'): 'InputFile: to move behind a storage protocol',
     ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'Glibc'): 'memchr and memmove over the scratch buffers: to move to PushcastCore',
-    ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'PushcastSystem'): 'ScratchFile, InputFile, OutputFile, FileSystem: to move behind a storage protocol',
-    ('Sources/PushcastEngine/ShardMerge.swift', 'PushcastSystem'): 'ScratchFile, InputFile, FileSystem: to move behind a storage protocol',
-    ('Sources/PushcastEngine/ShardRowMap.swift', 'PushcastSystem'): 'ScratchFile: to move behind a storage protocol',
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
-    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'Glibc'): 'getenv: to take the environment from the CLI',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
     ('Sources/PushcastTransport/Threads.swift', 'Foundation'): 'Thread, DispatchGroup, NSLock: worker threads (accepted: threads are not I/O)',
@@ -142,7 +125,6 @@ SYSCALL_PATTERNS = (
 
 # (file, call): why it is there today.
 SYSCALL_EXCEPTIONS = {
-    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'getenv('): 'reads PUSHCAST_SIMULATION_* settings: to take the environment from the CLI',
     ('Sources/PushcastWire/TLSContext.swift', 'access('): "the system trust store is OpenSSL's (docs/ARCHITECTURE.md, Syscalls outside PushcastReactor)",
     ('Sources/PushcastWire/TLSContext.swift', 'getenv('): "SSL_CERT_DIR: the system trust store is OpenSSL's (docs/ARCHITECTURE.md)",
     ('Sources/pushcast/BenchAPNs.swift', 'NSTemporaryDirectory('): "TMPDIR for the bench files, a read of the environment (docs/ARCHITECTURE.md)",
@@ -176,8 +158,6 @@ CLOCK_PATTERNS = (
 # (file, clock read): why it is there today.
 CLOCK_EXCEPTIONS = {
     ('Sources/PushcastEngine/CampaignChannels.swift', 'Date(timeIntervalSinceNow:'): "the NSCondition wait timeout: to move behind a PushcastReactor waiter",
-    ('Sources/PushcastEngine/LaneCrew.swift', 'Reactor.nowNanoseconds()'): "LaneCrew's clock and random seeds: to take SystemMonotonicClock from the caller",
-    ('Sources/PushcastEngine/CampaignLoop.swift', 'Reactor.wallClockSeconds()'): "the pause notices' end time: to take a WallClock from the caller",
     ('Sources/PushcastEngine/FCMSend.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to move behind a PushcastReactor waiter",
     ('Sources/PushcastEngine/ReportPage.swift', 'Date()'): "the default generatedAt: to be passed in by ReportCommand",
     ('Sources/PushcastMock/MockFCM.swift', 'Reactor.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",

@@ -2,8 +2,8 @@
 // Time and randomness are injected through the protocols below so that JWT issue times, token
 // buckets, backoff jitter and deadlines can be driven by tests and simulations (docs/DESIGN.md §2.7).
 
-/// A monotonic clock in nanoseconds. The real one lives in the reactor (it reads CLOCK_MONOTONIC);
-/// tests use `ManualClock`.
+/// A monotonic clock in nanoseconds. The real one is PushcastSystem's `SystemClock.Monotonic`
+/// (CLOCK_MONOTONIC); tests use `ManualClock`.
 public protocol MonotonicClock: AnyObject {
     func nowNanoseconds() -> UInt64
 }
@@ -27,6 +27,12 @@ public final class ManualClock: MonotonicClock, WallClock {
     public func advance(milliseconds delta: UInt64) { nanoseconds += delta * 1_000_000 }
     public func nowNanoseconds() -> UInt64 { nanoseconds }
     public func secondsSinceEpoch() -> Int64 { epochSecondsAtZero + Int64(nanoseconds / 1_000_000_000) }
+}
+
+/// Wakes a thread that waits for work (a reactor's poll): the hand-off queues call it when they
+/// give that thread something to do.
+public protocol Waker: AnyObject, Sendable {
+    func wake()
 }
 
 /// A source of random 64-bit values.

@@ -1,6 +1,5 @@
 import Foundation
 import PushcastCore
-import PushcastReactor
 import Synchronization
 
 /// The reader's hand-off to one worker: a bounded queue of prepared notifications, taken in
@@ -20,7 +19,7 @@ public final class NotificationChannel: @unchecked Sendable {
     static let spareMax = 16
     private let state = Mutex(State())
     public let capacity: Int
-    private let wakerBox = Mutex<ReactorWaker?>(nil)
+    private let wakerBox = Mutex<(any Waker)?>(nil)
 
     /// Set when the lane this channel feeds is broken (its server stopped working): its worker
     /// stops handing out requests, and what the queue holds is never sent (no outcome: those rows
@@ -38,7 +37,7 @@ public final class NotificationChannel: @unchecked Sendable {
     public var isLaneBroken: Bool { laneBroken.load(ordering: .relaxed) }
 
     /// The worker registers its reactor's waker so that new work wakes a sleeping poll.
-    public func attach(_ waker: ReactorWaker) {
+    public func attach(_ waker: any Waker) {
         wakerBox.withLock { $0 = waker }
     }
 

@@ -1,6 +1,5 @@
 import PushcastCore
 import PushcastInput
-import PushcastSystem
 
 /// What identifies one campaign across runs: a resume must be of the very same campaign.
 public struct CampaignFingerprint: Equatable, Sendable {
@@ -278,7 +277,7 @@ public final class CampaignJournal {
     public static let blockRowsMin = 64
     public static let blockRowsMax = 4096
 
-    private let file: JournalFile
+    private let file: any JournalStorage
     private let policy: SyncPolicy
     private var marks: [String: Int] = [:]
     /// Each feed's current block size and when its last block was reserved.
@@ -290,7 +289,7 @@ public final class CampaignJournal {
 
     /// Takes over an open, locked journal file; `fresh` empties it and writes `fingerprint` as
     /// its header. Begins a run.
-    public init(file: JournalFile, fingerprint: CampaignFingerprint, fresh: Bool, policy: SyncPolicy,
+    public init(file: any JournalStorage, fingerprint: CampaignFingerprint, fresh: Bool, policy: SyncPolicy,
                 boot: String?) throws(CampaignError) {
         self.file = file
         self.policy = policy

@@ -1,6 +1,5 @@
 import PushcastCore
 import PushcastInput
-import PushcastReactor
 import PushcastTransport
 
 /// How a run hears that it should stop early: a count of stop signals it polls (injected: the
@@ -59,10 +58,14 @@ final class CampaignLoop<Crew: CampaignCrew> {
     private var drainedUnpersisted = 0
     /// Rows one feed turn may read; the sinks reserve room for these plus all outstanding ones.
     private static var rowsPerTurn: Int { 8192 }
+    /// The wall clock, for the time a pause ends.
+    private let wallClockSeconds: @Sendable () -> Double
 
     init(feeds: [CampaignFeed], crew: Crew, outcomes: OutcomeChannel, sinks: [OutcomeSink], start: UInt64,
-         observers: [CampaignObserver], totalRows: Int?, interruption: Interruption, durability: CampaignDurability?, log: @escaping (String) -> Void) {
+         observers: [CampaignObserver], totalRows: Int?, interruption: Interruption, durability: CampaignDurability?,
+         wallClockSeconds: @escaping @Sendable () -> Double, log: @escaping (String) -> Void) {
         self.interruption = interruption
+        self.wallClockSeconds = wallClockSeconds
         self.durability = durability
         feedKeys = feeds.map(\.journalKey)
         coveredBelow = Array(repeating: 0, count: feeds.count)
@@ -154,7 +157,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
     /// The workers' lines (a long pause), each with the wall-clock time its pause ends.
     private func tellNotices() {
         for notice in outcomes.takeNotices() {
-            let ends = Reactor.wallClockSeconds() + Double(notice.afterNanoseconds) / 1e9
+            let ends = wallClockSeconds() + Double(notice.afterNanoseconds) / 1e9
             log("pushcast: \(notice.text); sending again at \(Self.utcTime(ends))\n")
         }
     }

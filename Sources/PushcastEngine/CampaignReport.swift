@@ -1,6 +1,5 @@
 import PushcastJSON
 import PushcastCore
-import PushcastSystem
 
 /// What `pushcast report` shows, gathered in one pass over the results (any number of files:
 /// one campaign, its shards, a campaign still running), each provider's timeline, and the
@@ -34,13 +33,13 @@ public struct CampaignReport {
     public init() {}
 
     /// Streams one results file into the report.
-    public mutating func add(resultsFile path: String) throws(CampaignError) {
+    public mutating func add(resultsFile path: String, files storage: any FileStorage) throws(CampaignError) {
         var firstByte: UInt8? = nil
-        if let file = try? InputFile(path: path) {
+        if let file = try? storage.openForReading(path) {
             var byte = [UInt8](repeating: 0, count: 1)
             if (try? byte.withUnsafeMutableBytes { try file.read(into: $0) }) == 1 { firstByte = byte[0] }
         }
-        var stream = ResultsStream(path: path, format: ResultsStream.format(of: path, firstByte: firstByte))
+        var stream = ResultsStream(path: path, format: ResultsStream.format(of: path, firstByte: firstByte), files: storage)
         try stream.read { record in self.record(record) }
         files.append(path)
         if stream.tornBytes > 0 { tornLines += 1 }
@@ -95,8 +94,8 @@ public struct CampaignTimeline {
     public init() {}
 
     /// Reads one timeline file; a missing file adds nothing. Lines that do not parse are skipped.
-    public mutating func add(path: String, catalog: ProviderCatalog = .standard) {
-        guard let bytes = try? readWholeFile(path) else { return }
+    public mutating func add(path: String, files storage: any FileStorage, catalog: ProviderCatalog = .standard) {
+        guard let bytes = try? storage.readWholeFile(path) else { return }
         files += 1
         var last: [ProviderID: (rows: Int, retries: Int)] = [:]
         var lastElapsed = -1.0

@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastSystem
 
 /// How a run treats what earlier runs of its campaign left (`send --resume`, `--force`).
 public struct ResumeRequest: Sendable {
@@ -7,12 +6,15 @@ public struct ResumeRequest: Sendable {
     public var force: Bool
     public var retryUnknown: Bool
     public var policy: SyncPolicy
-    /// This boot of the kernel's id (`FileSystem.bootID()`): the run records it, and a resume
+    /// This boot of the kernel's id (PushcastSystem's `FileSystem.bootID()`): the run records it, and a resume
     /// believes the dispatch marks of earlier runs only on the same boot. Nil: no marks.
     public var boot: String?
+    /// Where the journal and the results are.
+    public var files: any FileStorage
 
-    public init(resume: Bool, force: Bool, retryUnknown: Bool, policy: SyncPolicy, boot: String? = nil) {
+    public init(resume: Bool, force: Bool, retryUnknown: Bool, policy: SyncPolicy, boot: String? = nil, files: any FileStorage) {
         self.boot = boot
+        self.files = files
         self.resume = resume
         self.force = force
         self.retryUnknown = retryUnknown
@@ -29,17 +31,17 @@ extension CampaignDurability {
     /// campaign differs, and damaged files. `note` hears what a resume found.
     public static func open(resultsPath: String, format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
                             note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
-        let file: JournalFile
+        let file: any JournalStorage
         let journalBytes: [UInt8]
         do {
             // The lock first: a second sender of this campaign stops here, before touching a file.
-            file = try JournalFile(path: journalPath(results: resultsPath))
+            file = try request.files.openJournal(journalPath(results: resultsPath))
             journalBytes = try file.readAll()
         } catch {
             throw .output(error.description)
         }
         // Its size says whether it holds lines: a fresh or forced run never reads it.
-        let holdsLines = (FileSystem.size(resultsPath) ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
+        let holdsLines = (request.files.size(resultsPath) ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
         if holdsLines && request.resume && journalBytes.isEmpty && !request.force {
             return try resumeWithoutJournal(file: file, resultsPath: resultsPath, format: format, fingerprint: fingerprint,
                                             request: request, note: note)
@@ -49,7 +51,7 @@ extension CampaignDurability {
                 throw .options("\(resultsPath) already holds results: --resume goes on with this campaign, "
                     + "--force starts it over (and truncates the file)")
             }
-            if holdsLines { do { try truncateFile(resultsPath, to: 0) } catch { throw .output(error.description) } }
+            if holdsLines { do { try request.files.truncate(resultsPath, to: 0) } catch { throw .output(error.description) } }
             let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy, boot: request.boot)
             return CampaignDurability(journal: journal, policy: request.policy, recovered: nil, earlier: nil,
                                       retryUnknown: request.retryUnknown, summary: CampaignSummary(), restoredPrune: nil)
@@ -62,12 +64,12 @@ extension CampaignDurability {
     /// others nobody can tell which went out. Only with --retry-unknown (the user accepts that
     /// some of them may get it twice) are they sent; else nothing is, and the message says how
     /// many are at stake and what each way on costs.
-    private static func resumeWithoutJournal(file: JournalFile, resultsPath: String, format: ResultsFormat,
+    private static func resumeWithoutJournal(file: any JournalStorage, resultsPath: String, format: ResultsFormat,
                                              fingerprint: CampaignFingerprint, request: ResumeRequest,
                                              note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         var summary = CampaignSummary()
         var prune = ByteBuffer(capacity: 16 * 1024)
-        let recovered = try RecoveredResults.read(path: resultsPath, format: format) { record in
+        let recovered = try RecoveredResults.read(path: resultsPath, format: format, files: request.files) { record in
             summary.record(record)
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
         }
@@ -77,7 +79,7 @@ extension CampaignDurability {
                 + "every other row (one that went out before gets it twice); --force starts over and sends every row again")
         }
         if recovered.tornBytes > 0 {
-            do { try truncateFile(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
+            do { try request.files.truncate(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
         }
         note("resuming without a journal: \(recovered.count) rows already finished; every other row is sent (--retry-unknown)")
         let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: true, policy: request.policy, boot: request.boot)
@@ -85,7 +87,7 @@ extension CampaignDurability {
                                   retryUnknown: true, summary: summary, restoredPrune: prune)
     }
 
-    private static func resume(file: JournalFile, journalBytes: [UInt8], resultsPath: String,
+    private static func resume(file: any JournalStorage, journalBytes: [UInt8], resultsPath: String,
                                format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
                                note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         var summary = CampaignSummary()
@@ -96,12 +98,12 @@ extension CampaignDurability {
             throw .options("--resume: this is not the campaign \(file.path) recorded: \(changed.joined(separator: ", ")) "
                 + "changed. Run it with the same command line and files, or start over with --force")
         }
-        let recovered = try RecoveredResults.read(path: resultsPath, format: format) { record in
+        let recovered = try RecoveredResults.read(path: resultsPath, format: format, files: request.files) { record in
             summary.record(record)
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
         }
         if recovered.tornBytes > 0 {
-            do { try truncateFile(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
+            do { try request.files.truncate(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
         }
         note("resuming: \(recovered.count) rows already finished"
             + (recovered.tornBytes > 0 ? " (a torn last line of \(recovered.tornBytes) bytes dropped)" : "")

@@ -1,7 +1,6 @@
 import PushcastAPNs
 import PushcastCore
 import PushcastInput
-import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization
@@ -56,6 +55,8 @@ public final class CampaignRun {
     private var feeds: [CampaignFeed]
     private let lanes: [ProviderLane]
     private let output: CampaignOutput
+    /// The files the run writes, and its clocks.
+    private let machine: Machine
     private let totalRows: Int?
     private let log: (String) -> Void
     /// Called with the outcome channel before the workers start (a credential refresher's stop
@@ -72,12 +73,13 @@ public final class CampaignRun {
     /// Read once at the end, into the summary's notes (a log stream that stopped taking writes).
     public var notes: () -> [String] = { [] }
 
-    public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, totalRows: Int?,
+    public init(feeds: [CampaignFeed], lanes: [ProviderLane], output: CampaignOutput, machine: Machine, totalRows: Int?,
                 started: ((OutcomeChannel) -> Void)? = nil, log: @escaping (String) -> Void) {
         precondition(!feeds.isEmpty && !lanes.isEmpty)
         self.feeds = feeds
         self.lanes = lanes
         self.output = output
+        self.machine = machine
         self.totalRows = totalRows
         self.started = started
         self.log = log
@@ -85,11 +87,11 @@ public final class CampaignRun {
 
     /// An APNs-only campaign from one reader.
     public convenience init(reader: any RowSource, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
-                            connections: Int, workers: Int, output: CampaignOutput, totalRows: Int?,
+                            connections: Int, workers: Int, output: CampaignOutput, machine: Machine, totalRows: Int?,
                             log: @escaping (String) -> Void) {
         let lane = ProviderLane.apns(settings: settings, policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
                                      client: client, connections: connections, workers: workers)
-        self.init(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [lane], output: output,
+        self.init(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [lane], output: output, machine: machine,
                   totalRows: totalRows, log: log)
     }
 
@@ -98,8 +100,10 @@ public final class CampaignRun {
     /// during the run stops new sends and ends the run with `stoppedBecause` set.
     public func run() throws(CampaignError) -> CampaignSummary {
         let sink = try ResultFilesSink(resultsPath: output.resultsPath, format: output.resultsFormat, prunePath: output.prunePath,
-                                       resuming: durability?.recovered != nil, restoredPrune: durability?.restoredPrune)
-        return run(sinks: [sink]) { lanes, outcomes in LaneCrew(lanes: lanes, outcomes: outcomes) }
+                                       resuming: durability?.recovered != nil, restoredPrune: durability?.restoredPrune,
+                                       files: machine.files)
+        let makeClock = machine.monotonicClock
+        return run(sinks: [sink]) { lanes, outcomes in LaneCrew(lanes: lanes, outcomes: outcomes, makeClock: makeClock) }
     }
 
     /// Runs the campaign with these sinks and the crew `makeCrew` builds: real threads and
@@ -113,7 +117,7 @@ public final class CampaignRun {
         let start = crew.nowNanoseconds()
         let loop = CampaignLoop(feeds: feeds, crew: crew, outcomes: outcomes, sinks: sinks, start: start,
                                 observers: observers + (output.progress ? [TerminalProgressLine(log: log)] : []), totalRows: totalRows,
-                                interruption: interruption, durability: durability, log: log)
+                                interruption: interruption, durability: durability, wallClockSeconds: machine.wallClockSeconds, log: log)
         loop.run()
         crew.join()
         var summary = loop.summary
@@ -154,7 +158,7 @@ public final class CampaignRun {
         if let path = output.summaryPath {
             // A summary that cannot be written (a full disk) is still printed by the caller.
             do {
-                let file = try OutputFile(path: path)
+                let file = try machine.files.createForAppending(path)
                 try file.append(summary.json)
                 try file.flush()
             } catch {

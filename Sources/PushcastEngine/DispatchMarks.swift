@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastSystem
 
 /// Where the workers record which rows they hand to a connection: `D` lines appended to the
 /// campaign's journal, unsynced, before the requests' bytes can reach a socket.
@@ -11,11 +10,11 @@ import PushcastSystem
 /// sent; after a reboot it falls back to the synced reservations (every reserved row without an
 /// answer may have gone out).
 public final class DispatchLog: Sendable {
-    private let file: JournalFile
+    private let file: any JournalStorage
     /// Each provider's journal feed key, by the provider's position.
     private let feedOf: [String?]
 
-    public init(file: JournalFile, feedKeys: [ProviderID: String]) {
+    public init(file: any JournalStorage, feedKeys: [ProviderID: String]) {
         self.file = file
         feedOf = (0..<ProviderID.positionsMax).map { position in feedKeys.first { $0.key.position == position }?.value }
     }

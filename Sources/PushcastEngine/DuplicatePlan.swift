@@ -1,6 +1,5 @@
 import PushcastCore
 import PushcastInput
-import PushcastSystem
 
 /// Every repeated token of a re-readable input, found before the send starts, with memory that
 /// does not grow with the file (a constant few MiB for any row count):
@@ -16,7 +15,7 @@ import PushcastSystem
 /// Two tokens are taken for one only if 96 bits of hash collide. Scratch files are unlinked at
 /// creation: 16 bytes a row while planning, 8 bytes a repeat afterwards.
 public final class DuplicatePlan: @unchecked Sendable {
-    private let repeats: ScratchFile
+    private let repeats: any ScratchStorage
     private let segments: [(offset: Int, count: Int)]
     /// Data rows the first read saw (valid or not): the run's total.
     public let rows: Int
@@ -27,11 +26,11 @@ public final class DuplicatePlan: @unchecked Sendable {
     /// Reads `reader` to its end. `hashes` gives a row's key hashes, nil for rows that are never
     /// sent (invalid, unroutable); it must decide exactly as the send will. `malformed` hears the
     /// row number of each malformed record (a shard counts the ones it owns).
-    public static func build(reader: inout some RowSource, expectedRows: Int, directory: String,
+    public static func build(reader: inout some RowSource, expectedRows: Int, files: any FileStorage, directory: String,
                              malformed: (Int) throws -> Void = { _ in },
                              hashes: (RowView) throws -> (UInt64, UInt32)?) throws -> DuplicatePlan {
         let partitionCount = max(1, min(1024, expectedRows / recordsPerPartition + 1))
-        let spill = try ScratchFile(directory: directory)
+        let spill = try files.makeScratch(in: directory)
         // Partitions are written through small buffers, then laid out in the spill file as chunks.
         let chunkRecords = 512
         var buffers = [[UInt64]](repeating: [], count: partitionCount)
@@ -55,7 +54,7 @@ public final class DuplicatePlan: @unchecked Sendable {
         for index in 0..<partitionCount { tails[index] = buffers[index].count / 2 }
 
         // Each partition: its chunks and its tail, in row order; a record whose hashes came before is a repeat.
-        let repeats = try ScratchFile(directory: directory)
+        let repeats = try files.makeScratch(in: directory)
         var segments: [(offset: Int, count: Int)] = []
         var duplicateCount = 0
         var entries: [UInt64] = []
@@ -82,7 +81,7 @@ public final class DuplicatePlan: @unchecked Sendable {
         return DuplicatePlan(repeats: repeats, segments: segments, rows: rows, duplicateCount: duplicateCount)
     }
 
-    private init(repeats: ScratchFile, segments: [(offset: Int, count: Int)], rows: Int, duplicateCount: Int) {
+    private init(repeats: any ScratchStorage, segments: [(offset: Int, count: Int)], rows: Int, duplicateCount: Int) {
         self.repeats = repeats
         self.segments = segments
         self.rows = rows

@@ -1,17 +1,16 @@
 import PushcastCore
 import PushcastInput
-import PushcastSystem
 
-/// Reads token files through a reactor `InputFile`, decompressing gzip and zstd exports on the
+/// Reads token files through a `ReadableFile`, decompressing gzip and zstd exports on the
 /// way (`DecompressingByteSource` goes by the first bytes; plain files pass through unchanged).
 /// Every reader of an input (send's reads, check, merge, prune-apply, stdin) opens it here, so all
 /// of them, and the journal's input fingerprint (`HashingByteSource` wraps this), see the
 /// decompressed bytes.
 public final class InputFileSource: ByteSource {
-    let file: InputFile
+    let file: any ReadableFile
     private let decompressing: DecompressingByteSource
 
-    public init(_ file: InputFile) {
+    public init(_ file: any ReadableFile) {
         self.file = file
         decompressing = DecompressingByteSource(Raw(file), name: file.path == "-" ? "<stdin>" : file.path)
     }
@@ -23,8 +22,8 @@ public final class InputFileSource: ByteSource {
 
     /// The file's bytes as they are on disk.
     private final class Raw: ByteSource {
-        let file: InputFile
-        init(_ file: InputFile) { self.file = file }
+        let file: any ReadableFile
+        init(_ file: any ReadableFile) { self.file = file }
         func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int { try file.read(into: buffer) }
     }
 }

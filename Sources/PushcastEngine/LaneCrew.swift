@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastReactor
 import PushcastTransport
 import Synchronization
 
@@ -9,32 +8,38 @@ final class LaneCrew: CampaignCrew {
     let threads = WorkerThreads()
     let board: LaneBoard
     private let finishedWorkers = SharedCounter()
+    /// The reader's clock; each worker makes its own (`makeClock`).
+    private let clock: any MonotonicClock
+    private let makeClock: @Sendable () -> any MonotonicClock
 
-    init(lanes: [ProviderLane], outcomes: OutcomeChannel) {
+    init(lanes: [ProviderLane], outcomes: OutcomeChannel, makeClock: @escaping @Sendable () -> any MonotonicClock) {
         board = LaneBoard(lanes: lanes)
+        clock = makeClock()
+        self.makeClock = makeClock
         for wiring in board.wirings {
             for index in wiring.shares.indices { start(wiring, index, outcomes) }
         }
     }
 
     private func start(_ wiring: LaneWiring, _ index: Int, _ outcomes: OutcomeChannel) {
+        let makeClock = makeClock
         let finished = finishedWorkers
         threads.start(name: "\(wiring.lane.provider.rawValue)-\(index)") {
             defer {
                 finished.value.add(1, ordering: .releasing)
                 outcomes.nudge()
             }
-            Self.work(wiring, index: index, outcomes: outcomes)
+            Self.work(wiring, index: index, outcomes: outcomes, source: makeClock())
         }
     }
 
     /// One worker thread's life: its send loop over its connections until the lane is done or
     /// broken; what it still holds is handed to the writer.
-    private static func work(_ wiring: LaneWiring, index: Int, outcomes: OutcomeChannel) {
+    private static func work(_ wiring: LaneWiring, index: Int, outcomes: OutcomeChannel, source: any MonotonicClock) {
         let lane = wiring.lane
-        let clock = TurnClock(source: SystemMonotonicClock())
+        let clock = TurnClock(source: source)
         let workload = lane.makeWorkload(wiring.context(worker: index, outcomes: outcomes, clock: clock,
-                                                        random: SplitMix64(seed: Reactor.nowNanoseconds() &+ UInt64(index))))
+                                                        random: SplitMix64(seed: source.nowNanoseconds() &+ UInt64(index))))
         do throws(TransportError) {
             let worker = try ClientWorker(configuration: lane.client, connectionCount: wiring.shares[index], workload: workload, clock: clock)
             do { wiring.channels[index].attach(try worker.makeWaker()) } catch {
@@ -55,7 +60,7 @@ final class LaneCrew: CampaignCrew {
         outcomes.take(into: &records, timeoutSeconds: timeoutSeconds)
     }
 
-    func nowNanoseconds() -> UInt64 { Reactor.nowNanoseconds() }
+    func nowNanoseconds() -> UInt64 { clock.nowNanoseconds() }
 
     func join() { threads.join() }
 }

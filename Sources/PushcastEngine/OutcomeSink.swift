@@ -1,5 +1,4 @@
 import PushcastCore
-import PushcastSystem
 
 /// Where every finished row goes. The run hands each outcome record to its sinks exactly once,
 /// in the order outcomes arrive, on the reader thread; the sinks decide how it is kept. The
@@ -47,8 +46,8 @@ public final class ResultFilesSink: OutcomeSink {
     /// Reservations grow by at most this much at once, and never past what the rows left need.
     public static let reserveStepMax = 16 << 20
 
-    private let results: OutputFile
-    private let prune: OutputFile
+    private let results: any AppendableFile
+    private let prune: any AppendableFile
     private let format: ResultsFormat
     private let columns: ResultColumns
     private var encoded = ByteBuffer(capacity: 256 * 1024)
@@ -67,13 +66,13 @@ public final class ResultFilesSink: OutcomeSink {
     /// its lines and new ones follow them; the prune file is written anew, starting with
     /// `restoredPrune` (the prune lines of the rows already finished).
     public init(resultsPath: String, format: ResultsFormat, prunePath: String, resuming: Bool = false,
-                restoredPrune: ByteBuffer? = nil, columns: ResultColumns = .standard) throws(CampaignError) {
+                restoredPrune: ByteBuffer? = nil, columns: ResultColumns = .standard, files: any FileStorage) throws(CampaignError) {
         self.format = format
         self.columns = columns
         name = "the results file \(resultsPath) and the prune file \(prunePath)"
         do {
-            results = try OutputFile(path: resultsPath, bufferBytes: 256 * 1024, append: resuming, dropsSyncedPages: true)
-            prune = try OutputFile(path: prunePath)
+            results = try files.createForAppending(resultsPath, bufferBytes: 256 * 1024, append: resuming, dropsSyncedPages: true)
+            prune = try files.createForAppending(prunePath)
             if format == .csv && !(resuming && results.size > 0) { try results.append(columns.csvHeader) }
             try prune.append(ResultEncoding.pruneHeader)
             if let restoredPrune, !restoredPrune.isEmpty { try prune.append(restoredPrune.bytes) }
@@ -129,7 +128,7 @@ public final class ResultFilesSink: OutcomeSink {
         return true
     }
 
-    private static func shortfall(_ file: OutputFile, needed: Int) -> String {
+    private static func shortfall(_ file: any AppendableFile, needed: Int) -> String {
         func megabytes(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
         return "\(file.path) needs \(megabytes(needed)) more, and \(file.freeBytes.map(megabytes) ?? "an unknown amount") is free"
     }

@@ -1,6 +1,5 @@
 import PushcastJSON
 import PushcastCore
-import PushcastSystem
 
 /// What a resume finds in an earlier run's results file: which rows are finished, their records
 /// (handed to `visit` one at a time, for the summary and the prune file), and where the file's
@@ -41,11 +40,11 @@ public struct RecoveredResults {
     /// Reads the results file at `path` (absent: nothing finished) in chunks of `chunkBytes`, so
     /// memory stays flat however long the file is: a resume of 10,000,000 rows read the whole
     /// 2.8 GB file into memory before.
-    public static func read(path: String, format: ResultsFormat, columns: ResultColumns = .standard,
+    public static func read(path: String, format: ResultsFormat, columns: ResultColumns = .standard, files: any FileStorage,
                             chunkBytes: Int = 1 << 20, visit: (OutcomeRecord) -> Void) throws(CampaignError) -> RecoveredResults {
-        guard FileSystem.size(path) != nil else { return RecoveredResults() }
-        let file: InputFile
-        do { file = try InputFile(path: path) } catch { throw .output(error.description) }
+        guard files.size(path) != nil else { return RecoveredResults() }
+        let file: any ReadableFile
+        do { file = try files.openForReading(path) } catch { throw .output(error.description) }
         var reader = LineReader(format: format, path: path, columns: columns)
         var carry: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: max(1, chunkBytes))

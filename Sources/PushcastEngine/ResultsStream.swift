@@ -1,6 +1,5 @@
 import Glibc
 import PushcastCore
-import PushcastSystem
 
 /// Reads a results file as a stream, in fixed-size chunks, handing each line's record to a
 /// visitor: memory stays flat whatever the file's size. For `pushcast report`, which also reads
@@ -13,14 +12,16 @@ public struct ResultsStream {
     public let path: String
     public let format: ResultsFormat
     public let columns: ResultColumns
+    private let files: any FileStorage
     /// Lines read, and bytes of a last line without its newline.
     public private(set) var lines = 0
     public private(set) var tornBytes = 0
     public static let chunkBytes = 1 << 20
     private var reasons = ReasonStrings()
 
-    public init(path: String, format: ResultsFormat, columns: ResultColumns = .standard) {
+    public init(path: String, format: ResultsFormat, columns: ResultColumns = .standard, files: any FileStorage) {
         self.path = path
+        self.files = files
         self.format = format
         self.columns = columns
     }
@@ -34,8 +35,8 @@ public struct ResultsStream {
 
     /// Reads the whole file; a damaged line throws, naming the file and line.
     public mutating func read(visit: (OutcomeRecord) -> Void) throws(CampaignError) {
-        let file: InputFile
-        do { file = try InputFile(path: path) } catch { throw .input(error.description) }
+        let file: any ReadableFile
+        do { file = try files.openForReading(path) } catch { throw .input(error.description) }
         var buffer = [UInt8](repeating: 0, count: Self.chunkBytes)
         var carry: [UInt8] = []
         while true {

@@ -1,6 +1,5 @@
 import Glibc
 import PushcastCore
-import PushcastSystem
 
 /// A stretch of the scratch file holding one shard's lines sorted by row.
 struct SortedRun {
@@ -13,9 +12,9 @@ extension ShardMerge {
     /// Cuts one shard's results file into chunks of whole lines, sorts each by row and appends
     /// it to `scratch` as a run. A CSV header is skipped; a torn last line (a crash mid-write) is
     /// dropped with a note; a damaged line stops the merge, naming it.
-    static func sortIntoRuns(path: String, shard: Int, format: ResultsFormat, scratch: ScratchFile, runs: inout [SortedRun],
+    static func sortIntoRuns(path: String, shard: Int, format: ResultsFormat, files: any FileStorage, scratch: any ScratchStorage, runs: inout [SortedRun],
                              note: (String) -> Void) throws {
-        let file = try InputFile(path: path)
+        let file = try files.openForReading(path)
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkBytes, alignment: 8)
         let sorted = UnsafeMutableRawBufferPointer.allocate(byteCount: runWriteBytes, alignment: 8)
         defer { chunk.deallocate(); sorted.deallocate() }
@@ -47,7 +46,7 @@ extension ShardMerge {
 
     /// Appends a chunk's lines to `scratch` in key order, through a small buffer.
     private static func writeRun(keys: [UInt64], spans: [(start: Int, length: Int)], chunk: UnsafeMutableRawBufferPointer,
-                                 through buffer: UnsafeMutableRawBufferPointer, to scratch: ScratchFile) throws {
+                                 through buffer: UnsafeMutableRawBufferPointer, to scratch: any ScratchStorage) throws {
         var used = 0
         for key in keys {
             let span = spans[Int(key & 0xFF_FFFF)]
@@ -87,9 +86,9 @@ extension ShardMerge {
     }
 
     /// Merges the sorted runs into the results file, in row order, through the ledger.
-    static func mergeRuns(_ runs: [SortedRun], scratch: ScratchFile, format: ResultsFormat, out path: String,
-                          ledger: inout MergeLedger) throws {
-        let out = try OutputFile(path: path, bufferBytes: 1 << 20)
+    static func mergeRuns(_ runs: [SortedRun], scratch: any ScratchStorage, format: ResultsFormat, out path: String,
+                          files: any FileStorage, ledger: inout MergeLedger) throws {
+        let out = try files.createForAppending(path, bufferBytes: 1 << 20)
         if format == .csv { try out.append(ResultEncoding.csvHeader) }
         let bufferBytes = min(1 << 20, max(64 << 10, mergeBufferBudget / max(1, runs.count)))
         let readers = runs.map { RunReader(run: $0, scratch: scratch, bufferBytes: bufferBytes) }
@@ -106,17 +105,17 @@ extension ShardMerge {
     }
 
     /// One prune file from the shards' (each one's header dropped); a missing one is named.
-    static func concatenatePrunes(_ paths: [String], out path: String, report: inout MergeReport) throws {
-        let out = try OutputFile(path: path, bufferBytes: 1 << 20)
+    static func concatenatePrunes(_ paths: [String], out path: String, files: any FileStorage, report: inout MergeReport) throws {
+        let out = try files.createForAppending(path, bufferBytes: 1 << 20)
         try out.append(ResultEncoding.pruneHeader)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
         defer { buffer.deallocate() }
         for (k, prune) in paths.enumerated() {
-            guard FileSystem.exists(prune) else {
+            guard files.exists(prune) else {
                 report.incomplete.append("shard \(k): its prune file \(prune) is missing")
                 continue
             }
-            let file = try InputFile(path: prune)
+            let file = try files.openForReading(prune)
             var header = true
             while true {
                 let n = try file.read(into: buffer)
@@ -140,9 +139,9 @@ extension ShardMerge {
         var merged = CampaignSummary()
         for (k, path) in paths.enumerated() {
             let bytes: [UInt8]?
-            do { bytes = try readWholeFile(path) } catch { throw .input("\(error)") }
+            do { bytes = try request.files.readWholeFile(path) } catch { throw .input("\(error)") }
             guard let bytes, let summary = CampaignSummary.parse(bytes) else {
-                report.incomplete.append("shard \(k): its summary \(path) is " + (FileSystem.exists(path) ? "not a pushcast summary" : "missing"))
+                report.incomplete.append("shard \(k): its summary \(path) is " + (request.files.exists(path) ? "not a pushcast summary" : "missing"))
                 continue
             }
             if summary.interrupted || summary.stoppedBecause != nil {
@@ -158,7 +157,7 @@ extension ShardMerge {
         report.summary = merged
         guard let out else { return }
         do {
-            let file = try OutputFile(path: out)
+            let file = try request.files.createForAppending(out)
             try file.append(merged.json)
             try file.flush()
         } catch {
@@ -170,7 +169,7 @@ extension ShardMerge {
 /// Reads one sorted run line by line through a buffer of its own.
 final class RunReader {
     let run: SortedRun
-    private let scratch: ScratchFile
+    private let scratch: any ScratchStorage
     private var buffer: UnsafeMutableRawBufferPointer
     private var consumed = 0      // run bytes read into the buffer so far
     private var start = 0         // the current line's start in the buffer
@@ -178,7 +177,7 @@ final class RunReader {
     private var filled = 0
     private(set) var row = 0
 
-    init(run: SortedRun, scratch: ScratchFile, bufferBytes: Int) {
+    init(run: SortedRun, scratch: any ScratchStorage, bufferBytes: Int) {
         self.run = run
         self.scratch = scratch
         buffer = .allocate(byteCount: bufferBytes, alignment: 8)

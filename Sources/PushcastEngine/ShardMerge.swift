@@ -1,6 +1,5 @@
 import PushcastCore
 import PushcastInput
-import PushcastSystem
 
 /// What `pushcast merge` is asked to do: shard k's files are `shardResults[k]` (and its prune
 /// and summary files, when given); the outputs are one results file in row order, one prune file
@@ -16,9 +15,12 @@ public struct MergeRequest: Sendable {
     public var summaryOut: String?
     /// Where the sorted runs go (unlinked scratch files): as many bytes as the shards' results.
     public var scratchDirectory: String
+    /// Where every file named here is.
+    public var files: any FileStorage
 
     public init(inputPath: String, inputFormat: InputFormat, shardResults: [String], shardPrunes: [String]?, shardSummaries: [String]?,
-                resultsOut: String, pruneOut: String?, summaryOut: String?, scratchDirectory: String) {
+                resultsOut: String, pruneOut: String?, summaryOut: String?, scratchDirectory: String, files: any FileStorage) {
+        self.files = files
         self.inputPath = inputPath
         self.inputFormat = inputFormat
         self.shardResults = shardResults
@@ -72,14 +74,14 @@ public enum ShardMerge {
         report.mismatches += ShardClaim.mismatches(claims, input: fingerprint, format: format)
         guard report.mismatches.isEmpty else { return report }
         do {
-            let scratch = try ScratchFile(directory: request.scratchDirectory)
+            let scratch = try request.files.makeScratch(in: request.scratchDirectory)
             var runs: [SortedRun] = []
             for (k, path) in request.shardResults.enumerated() where claims[k] != nil {
-                try sortIntoRuns(path: path, shard: k, format: format, scratch: scratch, runs: &runs, note: note)
+                try sortIntoRuns(path: path, shard: k, format: format, files: request.files, scratch: scratch, runs: &runs, note: note)
             }
-            try mergeRuns(runs, scratch: scratch, format: format, out: request.resultsOut, ledger: &report.ledger)
+            try mergeRuns(runs, scratch: scratch, format: format, out: request.resultsOut, files: request.files, ledger: &report.ledger)
             if let out = request.pruneOut, let prunes = request.shardPrunes {
-                try concatenatePrunes(prunes, out: out, report: &report)
+                try concatenatePrunes(prunes, out: out, files: request.files, report: &report)
             }
         } catch let error as CampaignError {
             throw error
@@ -98,7 +100,7 @@ public enum ShardMerge {
     static func shardClaims(_ request: MergeRequest, report: inout MergeReport) throws(CampaignError) -> ([ShardClaim?], ResultsFormat) {
         var claims: [ShardClaim?] = []
         for (k, path) in request.shardResults.enumerated() {
-            guard FileSystem.exists(path) else {
+            guard request.files.exists(path) else {
                 report.incomplete.append("shard \(k) of \(request.shardResults.count): its results file \(path) is missing")
                 claims.append(nil)
                 continue
@@ -106,7 +108,7 @@ public enum ShardMerge {
             let journalPath = CampaignDurability.journalPath(results: path)
             var journal: JournalState? = nil
             do {
-                if let bytes = try readWholeFile(journalPath), !bytes.isEmpty { journal = try JournalState.parse(bytes, path: journalPath) }
+                if let bytes = try request.files.readWholeFile(journalPath), !bytes.isEmpty { journal = try JournalState.parse(bytes, path: journalPath) }
             } catch { throw .input("\(error)") }
             if let journal {
                 if !journal.lastRunClean {
@@ -115,7 +117,7 @@ public enum ShardMerge {
                 }
                 let f = journal.fingerprint
                 claims.append(ShardClaim(campaign: f.campaign, input: f.input, shard: f.shard, resultsFormat: f.resultsFormat, source: journalPath))
-            } else if let claim = try summaryClaim(request.shardSummaries?[k]) {
+            } else if let claim = try summaryClaim(request.shardSummaries?[k], files: request.files) {
                 claims.append(claim)
             } else {
                 report.mismatches.append("shard \(k) (\(path)): no journal beside it (\(journalPath)) and no summary: "
@@ -129,10 +131,10 @@ public enum ShardMerge {
         return (claims, format)
     }
 
-    private static func summaryClaim(_ path: String?) throws(CampaignError) -> ShardClaim? {
+    private static func summaryClaim(_ path: String?, files: any FileStorage) throws(CampaignError) -> ShardClaim? {
         guard let path else { return nil }
         let bytes: [UInt8]?
-        do { bytes = try readWholeFile(path) } catch { throw .input("\(error)") }
+        do { bytes = try files.readWholeFile(path) } catch { throw .input("\(error)") }
         guard let bytes, let identity = CampaignSummary.parse(bytes)?.identity else { return nil }
         return ShardClaim(campaign: identity.campaign, input: identity.input, shard: identity.shard?.description ?? "",
                           resultsFormat: nil, source: path)
@@ -141,7 +143,7 @@ public enum ShardMerge {
     /// The input's data rows and its fingerprint (the same `ContentHash` a send's journal keeps).
     static func readInput(_ request: MergeRequest) throws(CampaignError) -> (Int, String) {
         do {
-            let source = HashingByteSource(InputFileSource(try InputFile(path: request.inputPath)))
+            let source = HashingByteSource(InputFileSource(try request.files.openForReading(request.inputPath)))
             let reader = try TokenFileReader(source: source, format: request.inputFormat, fileName: request.inputPath)
             var rows = 0
             while try reader.next() != nil { rows += 1 }

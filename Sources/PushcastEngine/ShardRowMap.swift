@@ -1,13 +1,12 @@
 import PushcastCore
 import PushcastInput
-import PushcastSystem
 
 /// Which rows of a file one shard owns, one bit a row, as the first read decided it: the send's
 /// readers then skip another shard's row without looking at its token again (the first read
 /// already normalised and hashed it). The bits live in an unlinked scratch file (1.25 MB per 10M
 /// rows), written and read through 64 KiB buffers, so memory stays flat.
 public final class ShardRowMap: @unchecked Sendable {
-    private let bits: ScratchFile
+    private let bits: any ScratchStorage
     private var pending: [UInt64] = []
     private var word: UInt64 = 0
     /// Rows marked so far (rows are numbered from 1, marked in order).
@@ -18,8 +17,8 @@ public final class ShardRowMap: @unchecked Sendable {
     public var linesAreRows = false
     static let wordsPerBuffer = 8192
 
-    public init(directory: String) throws {
-        bits = try ScratchFile(directory: directory)
+    public init(files: any FileStorage, directory: String) throws {
+        bits = try files.makeScratch(in: directory)
         pending.reserveCapacity(Self.wordsPerBuffer)
     }
 
@@ -57,13 +56,13 @@ public final class ShardRowMap: @unchecked Sendable {
 
 /// Reads a `ShardRowMap`'s bits for rows asked in increasing order, a buffer at a time.
 public final class ShardRowCursor: RowSkipping {
-    private let bits: ScratchFile
+    private let bits: any ScratchStorage
     private let rows: Int
     private var buffer = [UInt64](repeating: 0, count: ShardRowMap.wordsPerBuffer)
     private var firstWord = -1
     private var words = 0
 
-    init(bits: ScratchFile, rows: Int) {
+    init(bits: any ScratchStorage, rows: Int) {
         self.bits = bits
         self.rows = rows
     }

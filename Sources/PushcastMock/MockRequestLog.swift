@@ -1,3 +1,4 @@
+import PushcastCore
 import PushcastReactor
 import PushcastSystem
 import PushcastWire

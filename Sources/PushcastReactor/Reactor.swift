@@ -214,7 +214,7 @@ public final class Reactor {
 }
 
 /// Makes a blocked `Reactor.poll` return; safe to call from any thread.
-public final class ReactorWaker: @unchecked Sendable {
+public final class ReactorWaker: Waker, @unchecked Sendable {
     // Immutable after init; write(2) on an eventfd is thread-safe.
     private let fd: Int32
 
@@ -233,8 +233,5 @@ public final class ReactorWaker: @unchecked Sendable {
     }
 }
 
-/// CLOCK_MONOTONIC as a `MonotonicClock`, for code that takes an injected clock.
-public final class SystemMonotonicClock: MonotonicClock {
-    public init() {}
-    public func nowNanoseconds() -> UInt64 { Reactor.nowNanoseconds() }
-}
+/// CLOCK_MONOTONIC as a `MonotonicClock` (PushcastSystem's), under the name the reactor's callers use.
+public typealias SystemMonotonicClock = SystemClock.Monotonic

@@ -1,4 +1,3 @@
-import Glibc
 import PushcastAPNs
 import PushcastCore
 import PushcastEngine
@@ -83,7 +82,7 @@ public enum CampaignSimulator {
     /// file's lines.
     private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
                                        tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
-        let directory = try FileSystem.makeTemporaryDirectory(in: getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp",
+        let directory = try FileSystem.makeTemporaryDirectory(in: Environment.temporaryDirectory,
                                                               prefix: "pushcast-sim-\(scenario.seed)")
         defer { FileSystem.removeTree(directory) }
         let results = directory + "/results.ndjson", prune = directory + "/prune.csv"
@@ -94,10 +93,10 @@ public enum CampaignSimulator {
         for (index, crash) in (scenario.crashes.map { Optional($0) } + [nil]).enumerated() {
             let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, fingerprint: fingerprint,
                                                          request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
-                                                                                        policy: .never, boot: "simulated"),
+                                                                                        policy: .never, boot: "simulated", files: Machine.real.files),
                                                          note: { _ in })
             let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
-                                           restoredPrune: durability.restoredPrune)
+                                           restoredPrune: durability.restoredPrune, files: Machine.real.files)
             last = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
                                crashAfter: crash)
             if crash != nil && last.cutShort == "crashed" {
@@ -151,7 +150,7 @@ public enum CampaignSimulator {
                                    recordsUnroutable: true, duplicates: .exact(expectedRows: scenario.rows.count))
         let lanes = try makeLanes(scenario, tokens: tokens, wrap: wrap)
         let output = CampaignOutput(resultsPath: "(memory)", resultsFormat: .ndjson, prunePath: "(memory)", summaryPath: nil, progress: false)
-        return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: lanes, output: output,
+        return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: lanes, output: output, machine: .real,
                            totalRows: scenario.rows.count, log: { _ in })
     }
 

@@ -33,15 +33,29 @@ public enum SystemClock {
     }
 }
 
+extension SystemClock {
+    /// CLOCK_MONOTONIC as a `MonotonicClock`, for code that takes an injected clock.
+    public final class Monotonic: MonotonicClock, Sendable {
+        public init() {}
+        public func nowNanoseconds() -> UInt64 { SystemClock.monotonicNanoseconds() }
+    }
+}
+
 /// The real wall clock, for JWT issue times and 410 timestamps, in whole seconds: read from
 /// CLOCK_REALTIME_COARSE (the time at the last timer tick, a few milliseconds behind at most),
 /// which costs a memory read instead of a TSC read. Each APNs request asks whether its JWT is due
 /// for renewal (`APNsTokenSource.isCurrent`): the fine clock was 0.5 % of the client's CPU.
-public final class SystemWallClock: WallClock {
+public final class SystemWallClock: WallClock, Sendable {
     public init() {}
     public func secondsSinceEpoch() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME_COARSE, &ts)
         return Int64(ts.tv_sec)
     }
+}
+
+extension Machine {
+    /// This machine: PushcastSystem's files and clocks.
+    public static let real = Machine(files: SystemFiles(), monotonicClock: { SystemClock.Monotonic() },
+                                     wallClockSeconds: { SystemClock.wallClockSeconds() })
 }

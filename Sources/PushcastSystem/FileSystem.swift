@@ -3,6 +3,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushcastCore
 
 public enum FileSystem {
     /// Creates (or replaces) `path` holding `text`, mode 0600 when `secret` (keys), else 0644.

@@ -1,3 +1,8 @@
+// PushcastSystem: the blocking calls of the process that are not the network. Files (inputs,
+// results, journals, scratch files, credentials), whole-file and directory calls, signals, the
+// process itself, resource usage, the environment and the clocks. Everything here is a plain
+// blocking syscall, made at start-up, at the end, or in batches on a thread of its own; the
+// ring, epoll, sockets and timers are PushcastReactor's (docs/ARCHITECTURE.md, "The I/O line").
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,7 +11,7 @@ import PushcastCore
 
 /// A file opened for reading in large sequential chunks (token files), or stdin for "-".
 /// Plain blocking read(2): files are always "ready", and the reader runs on its own thread.
-public final class InputFile {
+public final class InputFile: ReadableFile {
     public let path: String
     private let fd: Int32
     private let ownsDescriptor: Bool
@@ -65,7 +70,7 @@ public final class InputFile {
 
 /// An append-only output file with a fixed buffer, created with mode 0600 (results, prune files
 /// and logs hold device tokens). Lines are written as whole buffers; `flush` writes the rest.
-public final class OutputFile {
+public final class OutputFile: AppendableFile {
     public let path: String
     private let fd: Int32
     private let buffer: UnsafeMutableRawBufferPointer
@@ -249,7 +254,7 @@ func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at position: Int?,
 
 /// A temporary file with no name: created in `directory` and unlinked at once, so it vanishes
 /// with the process however that ends. Appended to in whole buffers, read back at offsets.
-public final class ScratchFile {
+public final class ScratchFile: ScratchStorage {
     private let fd: Int32
     public private(set) var size = 0
 
@@ -342,7 +347,7 @@ public func truncateFile(_ path: String, to size: Int) throws(SystemError) {
 /// An append-only journal (0600) held under an exclusive lock for the life of the object, so two
 /// writers of one campaign cannot run at once; appends go to the kernel at once and `sync` makes
 /// them durable.
-public final class JournalFile: @unchecked Sendable {
+public final class JournalFile: JournalStorage, @unchecked Sendable {
     public let path: String
     private let fd: Int32
 

@@ -100,7 +100,7 @@ enum BenchAPNs {
         let duplicatePlan: DuplicatePlan
         do {
             var first = try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>")
-            duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: requests, directory: NSTemporaryDirectory()) {
+            duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: requests, files: Machine.real.files, directory: NSTemporaryDirectory()) {
                 keyer.duplicateHashes($0)
             }
         } catch {
@@ -121,7 +121,7 @@ enum BenchAPNs {
         let output = CampaignOutput(resultsPath: directory + "/results.ndjson", resultsFormat: .ndjson,
                                     prunePath: directory + "/prune.csv", summaryPath: nil, progress: false)
         let run = CampaignRun(reader: reader, preparer: preparer, settings: settings, client: client, connections: connections,
-                              workers: workers, output: output, totalRows: requests, log: { _ in })
+                              workers: workers, output: output, machine: .real, totalRows: requests, log: { _ in })
         let before = ResourceUsage.current()
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }

@@ -84,7 +84,7 @@ enum MergeCommand {
         if let clash = outputs.first(where: inputs.contains) { throw parsed.error("\(clash) is both a shard's file and an output") }
         return MergeRequest(inputPath: input, inputFormat: format, shardResults: shardResults, shardPrunes: prunes, shardSummaries: summaries,
                             resultsOut: results, pruneOut: parsed.value("prune"), summaryOut: parsed.value("summary"),
-                            scratchDirectory: parsed.value("tmpdir") ?? NSTemporaryDirectory())
+                            scratchDirectory: parsed.value("tmpdir") ?? NSTemporaryDirectory(), files: Machine.real.files)
     }
 
     static func patternPaths(_ kind: String, _ parsed: ParsedArguments, count: Int) throws -> [String]? {

@@ -35,12 +35,12 @@ enum ReportCommand {
             report.summaryFile = summary
         }
         for file in files {
-            do { try report.add(resultsFile: file) } catch { throw CommandFailure(error.description) }
-            report.timeline.add(path: file + ".timeline")
+            do { try report.add(resultsFile: file, files: Machine.real.files) } catch { throw CommandFailure(error.description) }
+            report.timeline.add(path: file + ".timeline", files: Machine.real.files)
         }
         for timeline in parsed.values("timeline") {
             guard FileSystem.exists(timeline) else { throw CommandFailure("--timeline \(timeline): no such file") }
-            report.timeline.add(path: timeline)
+            report.timeline.add(path: timeline, files: Machine.real.files)
         }
         let page = ReportPage.render(report, title: parsed.value("title") ?? "pushcast campaign report")
         try CommonOptions.write(page, to: output)

@@ -325,7 +325,7 @@ enum SendCommand {
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured)
             keyer.shard = shard
             var owned = 0
-            let map = shard.isSplit ? try ShardRowMap(directory: NSTemporaryDirectory()) : nil
+            let map = shard.isSplit ? try ShardRowMap(files: Machine.real.files, directory: NSTemporaryDirectory()) : nil
             // A compressed export holds more rows than its size says: size the plan for 8:1.
             let size = (FileSystem.size(path) ?? 0) * (isCompressed(path) ? 8 : 1)
             // A big file takes seconds: say what happens before the first send.
@@ -333,7 +333,7 @@ enum SendCommand {
             let started = Reactor.nowNanoseconds()
             if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
             var rows = 0
-            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), directory: NSTemporaryDirectory(),
+            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), files: Machine.real.files, directory: NSTemporaryDirectory(),
                                                         malformed: { row in
                                                             if shard.owns(row: row) { owned += 1 }
                                                             try map?.mark(row: row, owned: shard.owns(row: row))
@@ -752,7 +752,7 @@ enum SendCommand {
             throw CommandFailure(error.description)
         }
         startJitter(tuning.startJitter, quiet: parsed.flag("quiet"))
-        let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
+        let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, machine: .real, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: Console.engineLog(redrawnLine: output.progress))
         run.durability = durability
         run.observers = try OperatorOptions.observers(parsed, output: output, durability: durability, shard: plan.shard)

@@ -14,7 +14,8 @@ extension SendCommand {
                                               resultsFormat: output.resultsFormat.rawValue,
                                               shard: plan.shard.isSplit ? plan.shard.description : "", source: plan.inputSource)
         let request = ResumeRequest(resume: parsed.resume, force: parsed.force, retryUnknown: parsed.retryUnknown,
-                                    policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch, boot: FileSystem.bootID())
+                                    policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch, boot: FileSystem.bootID(),
+                                    files: Machine.real.files)
         do {
             return try CampaignDurability.open(resultsPath: output.resultsPath, format: output.resultsFormat, fingerprint: fingerprint,
                                                request: request) { note in if !parsed.quiet { Console.error("pushcast: " + note) } }
@@ -34,7 +35,7 @@ extension SendCommand {
         guard let journalBytes, !journalBytes.isEmpty else { return nil }
         do {
             let earlier = try JournalState.parse(journalBytes, path: journalPath(results: resultsPath), boot: FileSystem.bootID())
-            let recovered = try RecoveredResults.read(path: resultsPath, format: format) { _ in }
+            let recovered = try RecoveredResults.read(path: resultsPath, format: format, files: Machine.real.files) { _ in }
             return CampaignDurability.Preview(recovered: recovered, earlier: earlier)
         } catch {
             throw CommandFailure(error.description)

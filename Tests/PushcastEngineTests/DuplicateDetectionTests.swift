@@ -1,5 +1,6 @@
 import PushcastAPNs
 import PushcastCore
+import PushcastSystem
 @testable import PushcastEngine
 import PushcastInput
 import PushcastJSON
@@ -50,7 +51,7 @@ final class DuplicateDetectionTests: XCTestCase {
             var keyer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "c", fileName: "t.csv",
                                     configuredProviders: [.apns], duplicates: .exact(expectedRows: 0))
             var first = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "t.csv")
-            let plan = try DuplicatePlan.build(reader: &first, expectedRows: expectedRows, directory: NSTemporaryDirectory()) {
+            let plan = try DuplicatePlan.build(reader: &first, expectedRows: expectedRows, files: SystemFiles(), directory: NSTemporaryDirectory()) {
                 keyer.duplicateHashes($0)
             }
             return .planned(plan)
@@ -78,7 +79,7 @@ final class DuplicateDetectionTests: XCTestCase {
         var keyer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "c", fileName: "t.csv",
                                 configuredProviders: [.apns], duplicates: .exact(expectedRows: 0))
         var first = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "t.csv")
-        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 5_000, directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
+        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 5_000, files: SystemFiles(), directory: NSTemporaryDirectory()) { keyer.duplicateHashes($0) }
         XCTAssertEqual(plan.rows, 5_000)
         let exact = try run({ _, _ in .exact(expectedRows: 5_000) }, bytes)
         XCTAssertEqual(plan.duplicateCount, exact.values.filter { if case .duplicate = $0 { return true } else { return false } }.count)

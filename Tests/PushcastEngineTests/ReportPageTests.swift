@@ -1,5 +1,6 @@
 import XCTest
 import PushcastCore
+import PushcastSystem
 @testable import PushcastEngine
 
 /// The report page in memory: what a server says is text, never markup; unknown reasons are
@@ -44,9 +45,9 @@ final class ReportPageTests: XCTestCase {
 
         """.write(toFile: second, atomically: true, encoding: .utf8)
         var timeline = CampaignTimeline()
-        timeline.add(path: first)
-        timeline.add(path: second)
-        timeline.add(path: first + ".missing")
+        timeline.add(path: first, files: SystemFiles())
+        timeline.add(path: second, files: SystemFiles())
+        timeline.add(path: first + ".missing", files: SystemFiles())
         XCTAssertEqual(timeline.files, 2)
         let (start, width, series) = timeline.rates()
         XCTAssertEqual(start, 101)

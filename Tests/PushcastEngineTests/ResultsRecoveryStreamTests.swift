@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import PushcastCore
+import PushcastSystem
 @testable import PushcastEngine
 
 /// The resume's reading of an earlier results file: the exact NDJSON reader against the general
@@ -85,7 +86,7 @@ final class ResultsRecoveryStreamTests: XCTestCase {
                 XCTAssertEqual(reference.count, cut == whole.count ? 200 : 199, "\(format) cut \(cut)")
                 for chunk in [1, 2, 3, 7, 64, 1000, 1 << 20] {
                     var seen: [OutcomeRecord] = []
-                    let streamed = try RecoveredResults.read(path: path, format: format, chunkBytes: chunk) { seen.append($0) }
+                    let streamed = try RecoveredResults.read(path: path, format: format, files: SystemFiles(), chunkBytes: chunk) { seen.append($0) }
                     XCTAssertEqual(seen, expected, "\(format) cut \(cut) chunk \(chunk)")
                     XCTAssertEqual(streamed.validLength, reference.validLength)
                     XCTAssertEqual(streamed.tornBytes, reference.tornBytes)
@@ -93,7 +94,7 @@ final class ResultsRecoveryStreamTests: XCTestCase {
                 }
             }
         }
-        let missing = try RecoveredResults.read(path: directory.appendingPathComponent("absent").path, format: .ndjson) { _ in }
+        let missing = try RecoveredResults.read(path: directory.appendingPathComponent("absent").path, format: .ndjson, files: SystemFiles()) { _ in }
         XCTAssertEqual(missing.count, 0)
     }
 
@@ -108,7 +109,7 @@ final class ResultsRecoveryStreamTests: XCTestCase {
         var bytes = Array(out.bytes)
         bytes[bytes.firstIndex(of: UInt8(ascii: "\n"))! + 1] = UInt8(ascii: "#")
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        XCTAssertThrowsError(try RecoveredResults.read(path: path, format: .ndjson, chunkBytes: 5) { _ in }) { error in
+        XCTAssertThrowsError(try RecoveredResults.read(path: path, format: .ndjson, files: SystemFiles(), chunkBytes: 5) { _ in }) { error in
             XCTAssertTrue("\(error)".contains(":2: damaged results line"), "\(error)")
         }
     }

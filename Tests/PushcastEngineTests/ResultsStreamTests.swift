@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import PushcastCore
+import PushcastSystem
 @testable import PushcastEngine
 
 /// `ResultsStream`, what `pushcast report` reads results with: its fast NDJSON path agrees with
@@ -34,7 +35,7 @@ final class ResultsStreamTests: XCTestCase {
         let records = Self.records(15_000)
         for format in [ResultsFormat.ndjson, .csv] {
             let path = try write(records, format: format, tail: format == .ndjson ? "{\"row\":99999,\"outc" : "99999,,abc")
-            var stream = ResultsStream(path: path, format: format)
+            var stream = ResultsStream(path: path, format: format, files: SystemFiles())
             var streamed: [OutcomeRecord] = []
             try stream.read { streamed.append($0) }
             var recovered: [OutcomeRecord] = []
@@ -66,7 +67,7 @@ final class ResultsStreamTests: XCTestCase {
         // An escaped reason still reads (through the recovery parser); a damaged line is named.
         let path = NSTemporaryDirectory() + "pushcast-stream-\(UUID().uuidString).ndjson"
         try (line + "\n" + "{\"row\":4,oops}\n").write(toFile: path, atomically: true, encoding: .utf8)
-        var stream = ResultsStream(path: path, format: .ndjson)
+        var stream = ResultsStream(path: path, format: .ndjson, files: SystemFiles())
         var seen: [OutcomeRecord] = []
         XCTAssertThrowsError(try stream.read { seen.append($0) }) { error in
             XCTAssertTrue("\(error)".contains(path + ":2"), "\(error)")

@@ -1,5 +1,6 @@
 import PushcastAPNs
 import PushcastCore
+import PushcastSystem
 @testable import PushcastEngine
 import PushcastFCM
 import PushcastInput
@@ -93,8 +94,8 @@ final class ShardTests: XCTestCase {
         keyer.shard = shard
         var first = try TokenFileReader(source: MemoryByteSource(bytes, chunkSize: 4096), format: .csv, fileName: "m.csv")
         // As `send` reads a file: the first read marks the shard's rows, the second skips the others by the map.
-        let map = try ShardRowMap(directory: NSTemporaryDirectory())
-        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 100_000, directory: NSTemporaryDirectory(),
+        let map = try ShardRowMap(files: SystemFiles(), directory: NSTemporaryDirectory())
+        let plan = try DuplicatePlan.build(reader: &first, expectedRows: 100_000, files: SystemFiles(), directory: NSTemporaryDirectory(),
                                            malformed: { try map.mark(row: $0, owned: shard.owns(row: $0)) }) { view in
             let key = keyer.planKey(view)
             try map.mark(row: view.row, owned: key.owned)

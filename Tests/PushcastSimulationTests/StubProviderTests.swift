@@ -141,7 +141,7 @@ final class StubProviderTests: XCTestCase {
                          clock: c.clock, random: c.random, inFlightMax: c.inFlightMax)
         }
         let output = CampaignOutput(resultsPath: "(memory)", resultsFormat: .ndjson, prunePath: "(memory)", summaryPath: nil, progress: false)
-        return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [apns, stub], output: output,
+        return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [apns, stub], output: output, machine: .real,
                            totalRows: rows, log: { _ in })
     }
 
