@@ -60,7 +60,9 @@ let package = Package(
         .target(
             name: "PushcastEngine",
             dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
-            swiftSettings: hotPath),
+            // MemberImportVisibility: a file sees only the members of the modules it imports, so
+            // no Foundation API reaches an engine file through another file's import.
+            swiftSettings: hotPath + [.enableUpcomingFeature("MemberImportVisibility")]),
         // Query snapshots and prune-apply against SQLite, PostgreSQL and MySQL/MariaDB.
         .target(name: "PushcastDatabase", dependencies: ["PushcastCore", "CSQLite", "CPostgres", "CMariaDB"]),
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),

@@ -86,12 +86,8 @@ IMPORT_RULES = {
 
 # (file, module imported): why the import is there today. Each entry is one to remove.
 IMPORT_EXCEPTIONS = {
-    ('Sources/PushcastEngine/CampaignChannels.swift', 'Foundation'): 'NSCondition and Date for channel waits: to move behind a PushcastReactor waiter',
-    ('Sources/PushcastEngine/CampaignSummary.swift', 'Foundation'): 'String(format:): to move to a formatter of our own',
     ('Sources/PushcastEngine/FCMSend.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to move to PushcastTransport',
     ('Sources/PushcastEngine/FCMSend.swift', 'PushcastReactor'): 'SystemMonotonicClock, Reactor.sleep: to take both from the caller',
-    ('Sources/PushcastEngine/ReportPage+Charts.swift', 'Foundation'): 'ISO8601DateFormatter, String(format:) for the report page',
-    ('Sources/PushcastEngine/ReportPage.swift', 'Foundation'): 'Date, ISO8601DateFormatter, String(format:) for the report page',
     ('Sources/PushcastEngine/ResultsLineParser.swift', 'Glibc'): 'C string and number parsing: to move to PushcastCore',
     ('Sources/PushcastEngine/ResultsStream.swift', 'Glibc'): 'C memory and string calls: to move to PushcastCore',
     ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'Glibc'): 'memchr and memmove over the scratch buffers: to move to PushcastCore',
@@ -153,13 +149,14 @@ CLOCK_PATTERNS = (
     ('SuspendingClock', re.compile(r'(?<![\w.$])SuspendingClock\b')),
     ('Reactor.nowNanoseconds()', re.compile(r'(?<![\w.$])Reactor\s*\.\s*nowNanoseconds\(')),
     ('Reactor.wallClockSeconds()', re.compile(r'(?<![\w.$])Reactor\s*\.\s*wallClockSeconds\(')),
+    ('SystemClock.monotonicNanoseconds()', re.compile(r'(?<![\w.$])SystemClock\s*\.\s*monotonicNanoseconds\(')),
+    ('SystemClock.wallClockSeconds()', re.compile(r'(?<![\w.$])SystemClock\s*\.\s*wallClockSeconds\(')),
 )
 
 # (file, clock read): why it is there today.
 CLOCK_EXCEPTIONS = {
-    ('Sources/PushcastEngine/CampaignChannels.swift', 'Date(timeIntervalSinceNow:'): "the NSCondition wait timeout: to move behind a PushcastReactor waiter",
+    ('Sources/PushcastTransport/Threads.swift', 'SystemClock.monotonicNanoseconds()'): "ThreadCondition's timed wait: pthread takes an absolute CLOCK_MONOTONIC deadline",
     ('Sources/PushcastEngine/FCMSend.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to move behind a PushcastReactor waiter",
-    ('Sources/PushcastEngine/ReportPage.swift', 'Date()'): "the default generatedAt: to be passed in by ReportCommand",
     ('Sources/PushcastMock/MockFCM.swift', 'Reactor.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",
     ('Sources/PushcastMock/MockProjectQuota.swift', 'Reactor.nowNanoseconds()'): "the mock's project quota: to take a MonotonicClock",
     ('Sources/PushcastMock/MockResponder.swift', 'Reactor.nowNanoseconds()'): "the mock's rate limit: to take a MonotonicClock",

@@ -1,5 +1,5 @@
-import Foundation
 import PushcastCore
+import PushcastTransport
 import Synchronization
 
 /// The reader's hand-off to one worker: a bounded queue of prepared notifications, taken in
@@ -102,7 +102,7 @@ public final class NotificationChannel: @unchecked Sendable {
 /// Outcomes from every worker to the results writer, in batches, with a condition the writer
 /// waits on. Also carries the run's stop signal.
 public final class OutcomeChannel: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var items: [OutcomeRecord] = []
     /// Request bodies of finished rows, on their way back to the reader (`PayloadPool`).
     private var payloads: [[UInt8]] = []
@@ -215,7 +215,7 @@ public final class OutcomeChannel: @unchecked Sendable {
     public func take(into out: inout [OutcomeRecord], timeoutSeconds: Double) {
         condition.lock()
         if items.isEmpty && timeoutSeconds > 0 {
-            _ = condition.wait(until: Date(timeIntervalSinceNow: timeoutSeconds))
+            condition.wait(seconds: timeoutSeconds)
         }
         swap(&items, &out)
         condition.unlock()

@@ -41,12 +41,12 @@ public struct CampaignProgress {
         var line = ""
         if let totalRows, totalRows > 0 {
             let percent = min(100, Double(done) * 100 / Double(totalRows))
-            line += String(format: "%d/%d rows (%.0f%%)", done, totalRows, percent)
-            if let etaSeconds { line += String(format: "  ETA %.0fs", etaSeconds) }
+            line += "\(done)/\(totalRows) rows (\(NumberText.fixed(percent, places: 0))%)"
+            if let etaSeconds { line += "  ETA \(NumberText.fixed(etaSeconds, places: 0))s" }
         } else {
             line += "\(done) rows"
         }
-        line += String(format: "  %.0f/s", rowsPerSecond)
+        line += "  \(NumberText.fixed(rowsPerSecond, places: 0))/s"
         for lane in lanes {
             let sent = summary.byProvider[lane.provider]?.rows ?? 0
             line += "  \(lane.provider.rawValue) \(sent) done, \(lane.inFlight) in flight, \(lane.retries) retries"

@@ -1,4 +1,3 @@
-import Foundation
 import PushcastCore
 
 /// One provider's share of the end-of-run figures.
@@ -138,19 +137,17 @@ public struct CampaignSummary: Sendable {
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         let l = latencyMicroseconds
-        lines.append(String(format: "rate: %.0f notifications/s   latency p50 %.1f ms, p99 %.1f ms   wall %.2f s   retries %d",
-                            sentPerSecond, Double(l.value(atQuantile: 0.5)) / 1000, Double(l.value(atQuantile: 0.99)) / 1000,
-                            wallSeconds, retries))
+        lines.append("rate: \(fixed(sentPerSecond, 0)) notifications/s   latency p50 \(fixed(Double(l.value(atQuantile: 0.5)) / 1000, 1)) ms, "
+            + "p99 \(fixed(Double(l.value(atQuantile: 0.99)) / 1000, 1)) ms   wall \(fixed(wallSeconds, 2)) s   retries \(retries)")
         // A run of the first provider alone (APNs) has no breakdown: its totals say it all.
         if providers.count > 1 || providers.first.map({ $0.position != 0 }) == true {
             for provider in providers {
                 let p = figures[provider.position]
                 let lp = p.latencyMicroseconds
                 lines.append("  \(provider.rawValue): rows \(p.rows)  " + order.map { "\($0.rawValue) \(p.outcomes[$0])" }.joined(separator: "  ")
-                    + String(format: "   %.0f/s   p50 %.1f ms, p99 %.1f ms   retries %d",
-                             wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
-                             Double(lp.value(atQuantile: 0.5)) / 1000, Double(lp.value(atQuantile: 0.99)) / 1000,
-                             retriesByProvider[provider] ?? 0))
+                    + "   \(fixed(wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0, 0))/s"
+                    + "   p50 \(fixed(Double(lp.value(atQuantile: 0.5)) / 1000, 1)) ms, p99 \(fixed(Double(lp.value(atQuantile: 0.99)) / 1000, 1)) ms"
+                    + "   retries \(retriesByProvider[provider] ?? 0)")
                 if !p.reasons.isEmpty {
                     lines.append("    reasons: " + p.reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
                         .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -196,9 +193,9 @@ public struct CampaignSummary: Sendable {
         Self.appendCounts(reasons, to: &out)
         out += ",\"retries\":".utf8
         ResultEncoding.appendInteger(retries, to: &out)
-        out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f},\"wall_seconds\":%.3f",
-                      sentPerSecond, Double(latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
-                      Double(latencyMicroseconds.value(atQuantile: 0.99)) / 1000, wallSeconds).utf8
+        out += (",\"notifications_per_second\":\(fixed(sentPerSecond, 1)),\"latency_ms\":"
+            + "{\"p50\":\(fixed(Double(latencyMicroseconds.value(atQuantile: 0.5)) / 1000, 1)),"
+            + "\"p99\":\(fixed(Double(latencyMicroseconds.value(atQuantile: 0.99)) / 1000, 1))},\"wall_seconds\":\(fixed(wallSeconds, 3))").utf8
         out += ",\"providers\":{".utf8
         for (i, provider) in providers.enumerated() {
             let p = figures[provider.position]
@@ -215,10 +212,9 @@ public struct CampaignSummary: Sendable {
             Self.appendCounts(p.reasons, to: &out)
             out += ",\"retries\":".utf8
             ResultEncoding.appendInteger(retriesByProvider[provider] ?? 0, to: &out)
-            out += String(format: ",\"notifications_per_second\":%.1f,\"latency_ms\":{\"p50\":%.1f,\"p99\":%.1f}",
-                          wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0,
-                          Double(p.latencyMicroseconds.value(atQuantile: 0.5)) / 1000,
-                          Double(p.latencyMicroseconds.value(atQuantile: 0.99)) / 1000).utf8
+            out += (",\"notifications_per_second\":\(fixed(wallSeconds > 0 ? Double(p.answered) / wallSeconds : 0, 1)),\"latency_ms\":"
+                + "{\"p50\":\(fixed(Double(p.latencyMicroseconds.value(atQuantile: 0.5)) / 1000, 1)),"
+                + "\"p99\":\(fixed(Double(p.latencyMicroseconds.value(atQuantile: 0.99)) / 1000, 1))}").utf8
             Self.appendMergeable(answered: p.answered, histogram: p.latencyMicroseconds, to: &out)
             out += "}".utf8
         }
@@ -265,3 +261,6 @@ public struct CampaignSummary: Sendable {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// `%.<places>f` (NumberText), for the summary's lines and JSON.
+private func fixed(_ value: Double, _ places: Int) -> String { NumberText.fixed(value, places: places) }

@@ -1,5 +1,6 @@
 import PushcastCore
 import PushcastTransport
+import Synchronization
 
 /// Every lane's wiring, and what the reader loop asks of them.
 public final class LaneBoard {

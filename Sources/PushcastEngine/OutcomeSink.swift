@@ -129,7 +129,7 @@ public final class ResultFilesSink: OutcomeSink {
     }
 
     private static func shortfall(_ file: any AppendableFile, needed: Int) -> String {
-        func megabytes(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
+        func megabytes(_ bytes: Int) -> String { NumberText.fixed(Double(bytes) / 1e6, places: 1) + " MB" }
         return "\(file.path) needs \(megabytes(needed)) more, and \(file.freeBytes.map(megabytes) ?? "an unknown amount") is free"
     }
 

@@ -1,4 +1,3 @@
-import Foundation
 import PushcastCore
 
 extension ReportPage {
@@ -96,7 +95,7 @@ extension ReportPage {
                 + "p50 \(fmt(p50)) ms, p99 \(fmt(p99)) ms</text>"
             y += 16
         }
-        return svg.replacingOccurrences(of: "height=\"\(fmt(height + 70))\"", with: "height=\"\(fmt(y + 4))\"") + "</svg>"
+        return svg.replacing("height=\"\(fmt(height + 70))\"", with: "height=\"\(fmt(y + 4))\"") + "</svg>"
     }
 
     /// Rows (or retries) per second over wall-clock time, a line per provider, from the timeline.
@@ -122,7 +121,7 @@ extension ReportPage {
                 + "stroke=\"\(color(provider))\" stroke-width=\"2\"><title>\(provider.rawValue): peak \(fmt(values.max() ?? 0))/s</title></polyline>"
         }
         let span = binSeconds * Double(count - 1)
-        svg += "<text x=\"\(left)\" y=\"\(fmt(height + 28))\">\(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: start)))</text>"
+        svg += "<text x=\"\(left)\" y=\"\(fmt(height + 28))\">\(isoTime(start))</text>"
         svg += "<text x=\"\(fmt(chartWidth - 150))\" y=\"\(fmt(height + 28))\">+\(fmt(span)) s (\(fmt(binSeconds)) s per point)</text>"
         svg += legend(series.keys.sorted { $0.position < $1.position }.map { ($0.rawValue, color($0)) }, y: height + 48)
         return svg + "</svg>"
@@ -198,7 +197,7 @@ extension ReportPage {
     }
 
     static func fmt(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e12 ? String(Int(value)) : String(format: "%.1f", value)
+        value == value.rounded() && abs(value) < 1e12 ? String(Int(value)) : NumberText.fixed(value, places: 1)
     }
 
     static func fmtMs(_ ms: Double) -> String { ms >= 1000 ? fmt(ms / 1000) + " s" : fmt(ms) + " ms" }

@@ -1,4 +1,3 @@
-import Foundation
 import PushcastCore
 
 /// The campaign report as one self-contained HTML page: inline CSS, SVG charts drawn here, no
@@ -12,7 +11,8 @@ public enum ReportPage {
     /// Latency bins (milliseconds): each counts the rows up to its bound.
     static let latencyBounds: [Double] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000]
 
-    public static func render(_ report: CampaignReport, title: String, generatedAt: Date = Date()) -> String {
+    /// The page; `generatedAt` (seconds since the Unix epoch) is printed in its header.
+    public static func render(_ report: CampaignReport, title: String, generatedAt: Double) -> String {
         var html = """
         <!DOCTYPE html>
         <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
@@ -40,7 +40,7 @@ public enum ReportPage {
         return html + "</body></html>\n"
     }
 
-    static func metaLine(_ report: CampaignReport, _ generatedAt: Date) -> String {
+    static func metaLine(_ report: CampaignReport, _ generatedAt: Double) -> String {
         var parts: [String] = []
         if let identity = report.summaryFile?.identity {
             parts.append("campaign \(identity.campaign)")
@@ -48,9 +48,24 @@ public enum ReportPage {
             if let merged = identity.mergedShards { parts.append("merged from \(merged) shards") }
         }
         parts.append(report.state)
-        parts.append("results: " + report.files.map { ($0 as NSString).lastPathComponent }.joined(separator: ", "))
-        parts.append("generated \(ISO8601DateFormatter().string(from: generatedAt))")
+        parts.append("results: " + report.files.map(lastPathComponent).joined(separator: ", "))
+        parts.append("generated \(isoTime(generatedAt))")
         return parts.joined(separator: " · ")
+    }
+
+    /// The last part of a path, as NSString's `lastPathComponent` gives it: trailing slashes
+    /// dropped, "/" for the root.
+    static func lastPathComponent(_ path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard trimmed != "/", let slash = trimmed.lastIndex(of: "/") else { return String(trimmed) }
+        return String(trimmed[trimmed.index(after: slash)...])
+    }
+
+    /// An epoch time as ISO 8601 in UTC, to the second (`2026-12-04T19:22:57Z`).
+    static func isoTime(_ epochSeconds: Double) -> String {
+        guard epochSeconds.isFinite, epochSeconds.magnitude < 1e15 else { return "-" }
+        return CivilTime(epochSeconds: Int64(epochSeconds.rounded(.down))).text(separator: "T") + "Z"
     }
 
     static func figure(_ name: String, _ key: String, _ value: String) -> String {
@@ -60,16 +75,16 @@ public enum ReportPage {
     static func figures(_ report: CampaignReport) -> String {
         let c = report.counted
         var out = "<div class=\"figures\">"
-        out += figure("rows with an outcome", "rows", c.rows.formatted())
-        if let input = report.summaryFile?.identity?.inputRows { out += figure("rows in the input", "input_rows", input.formatted()) }
-        for kind in OutcomeKind.allCases { out += figure(kind.rawValue, kind.rawValue, c.outcomes[kind].formatted()) }
+        out += figure("rows with an outcome", "rows", NumberText.grouped(c.rows))
+        if let input = report.summaryFile?.identity?.inputRows { out += figure("rows in the input", "input_rows", NumberText.grouped(input)) }
+        for kind in OutcomeKind.allCases { out += figure(kind.rawValue, kind.rawValue, NumberText.grouped(c.outcomes[kind])) }
         let latency = c.latencyMicroseconds
-        out += figure("latency p50", "p50_ms", String(format: "%.1f ms", Double(latency.value(atQuantile: 0.5)) / 1000))
-        out += figure("latency p99", "p99_ms", String(format: "%.1f ms", Double(latency.value(atQuantile: 0.99)) / 1000))
+        out += figure("latency p50", "p50_ms", NumberText.fixed(Double(latency.value(atQuantile: 0.5)) / 1000, places: 1) + " ms")
+        out += figure("latency p99", "p99_ms", NumberText.fixed(Double(latency.value(atQuantile: 0.99)) / 1000, places: 1) + " ms")
         if let summary = report.summaryFile, summary.wallSeconds > 0 {
-            out += figure("wall time", "wall_seconds", String(format: "%.1f s", summary.wallSeconds))
-            out += figure("notifications/s", "rate", String(format: "%.0f", summary.sentPerSecond))
-            out += figure("retries", "retries", summary.retries.formatted())
+            out += figure("wall time", "wall_seconds", NumberText.fixed(summary.wallSeconds, places: 1) + " s")
+            out += figure("notifications/s", "rate", NumberText.fixed(summary.sentPerSecond, places: 0))
+            out += figure("retries", "retries", NumberText.grouped(summary.retries))
         }
         return out + "</div>\n"
     }

@@ -2,6 +2,7 @@ import PushcastAPNs
 import PushcastCore
 import PushcastTransport
 import PushcastWire
+import Synchronization
 
 /// Settings of one provider's send loop that every worker of that provider shares.
 public struct SendPolicy: Sendable {

@@ -233,5 +233,9 @@ public final class ReactorWaker: Waker, @unchecked Sendable {
     }
 }
 
-/// CLOCK_MONOTONIC as a `MonotonicClock` (PushcastSystem's), under the name the reactor's callers use.
-public typealias SystemMonotonicClock = SystemClock.Monotonic
+/// CLOCK_MONOTONIC (PushcastSystem's `SystemClock`) as a `MonotonicClock`, for the reactor's
+/// callers that take an injected clock.
+public final class SystemMonotonicClock: MonotonicClock, Sendable {
+    public init() {}
+    public func nowNanoseconds() -> UInt64 { SystemClock.monotonicNanoseconds() }
+}

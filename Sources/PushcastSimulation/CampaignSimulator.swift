@@ -25,7 +25,7 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var description: String {
         let counts = OutcomeKind.allCases.compactMap { kind in outcomes[kind].map { "\(kind.rawValue) \($0)" } }.joined(separator: ", ")
         var text = "seed \(seed): \(rows) rows, \(requests) requests, \(deliveries) delivered, "
-            + String(format: "%.1f s virtual", virtualSeconds) + (crashes > 0 ? ", \(crashes) crashes resumed" : "") + " (\(counts))"
+            + NumberText.fixed(virtualSeconds, places: 1) + " s virtual" + (crashes > 0 ? ", \(crashes) crashes resumed" : "") + " (\(counts))"
         if !violations.isEmpty { text += "\n  " + violations.prefix(10).joined(separator: "\n  ") }
         return text
     }

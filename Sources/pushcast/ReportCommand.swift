@@ -42,7 +42,8 @@ enum ReportCommand {
             guard FileSystem.exists(timeline) else { throw CommandFailure("--timeline \(timeline): no such file") }
             report.timeline.add(path: timeline, files: Machine.real.files)
         }
-        let page = ReportPage.render(report, title: parsed.value("title") ?? "pushcast campaign report")
+        let page = ReportPage.render(report, title: parsed.value("title") ?? "pushcast campaign report",
+                                     generatedAt: Machine.real.wallClockSeconds())
         try CommonOptions.write(page, to: output)
         Console.error(String(format: "pushcast report: %d rows from %d file%@ (%d timeline%@) in %.2f s: %@", report.counted.rows, files.count,
                              files.count == 1 ? "" : "s", report.timeline.files, report.timeline.files == 1 ? "" : "s",

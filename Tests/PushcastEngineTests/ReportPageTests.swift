@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 import PushcastCore
 import PushcastSystem
@@ -17,7 +18,7 @@ final class ReportPageTests: XCTestCase {
         }
         XCTAssertEqual(report.counted.reasons.count, CampaignReport.unknownReasonsMax + 1, "unknown reasons are capped")
         XCTAssertEqual(report.counted.reasons[CampaignReport.otherReasons], 50)
-        let page = ReportPage.render(report, title: "t <b>")
+        let page = ReportPage.render(report, title: "t <b>", generatedAt: 1_800_000_000)
         XCTAssertFalse(page.contains("<script"), "a reason became markup")
         XCTAssertTrue(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;"))
         XCTAssertTrue(page.contains("<title>t &lt;b&gt;</title>"))
@@ -25,6 +26,16 @@ final class ReportPageTests: XCTestCase {
             XCTAssertTrue(page.contains("data-provider=\"apns\" data-outcome=\"\(kind.rawValue)\""), kind.rawValue)
         }
         XCTAssertTrue(page.contains("data-chart=\"rate\" data-empty=\"true\""), "no timeline: said so")
+    }
+
+    /// The page's times and file names read as Foundation wrote them.
+    func testTimesAndFileNamesAsFoundationWritesThem() {
+        for seconds in [0, 1_800_000_000.7, -1.5, 951_782_400, 4_102_444_799.999, 1_234_567_890.5] {
+            XCTAssertEqual(ReportPage.isoTime(seconds), ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: seconds)), "\(seconds)")
+        }
+        for path in ["results.ndjson", "/a/b/results.csv", "dir/", "/", "", "a//b", "//x//", "./r"] {
+            XCTAssertEqual(ReportPage.lastPathComponent(path), (path as NSString).lastPathComponent, path)
+        }
     }
 
     func testTimelineStepsAddUpAcrossRunsAndShards() {
