@@ -123,20 +123,8 @@ SYSCALL_PATTERNS = (
 SYSCALL_EXCEPTIONS = {
     ('Sources/PushcastWire/TLSContext.swift', 'access('): "the system trust store is OpenSSL's (docs/ARCHITECTURE.md, Syscalls outside PushcastReactor)",
     ('Sources/PushcastWire/TLSContext.swift', 'getenv('): "SSL_CERT_DIR: the system trust store is OpenSSL's (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/BenchAPNs.swift', 'NSTemporaryDirectory('): "TMPDIR for the bench files, a read of the environment (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/CommonOptions.swift', 'NSTemporaryDirectory('): "TMPDIR, a read of the environment (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/MergeCommand.swift', 'NSTemporaryDirectory('): "TMPDIR for merge's scratch file, a read of the environment",
     ('Sources/pushcast/SendCommand.swift', 'NSTemporaryDirectory('): "TMPDIR, a read of the environment (docs/ARCHITECTURE.md)",
     ('Sources/pushcast/SendCommand.swift', 'ProcessInfo'): "GOOGLE_APPLICATION_CREDENTIALS and passphrase variables (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/SendObservers.swift', 'FileManager'): "the metrics file: to move to FileSystem in PushcastReactor",
-    ('Sources/pushcast/SendObservers.swift', 'rename('): "the metrics file, replaced whole: to move to FileSystem in PushcastReactor",
-    ('Sources/pushcast/SendObservers.swift', 'unlink('): "the metrics file, replaced whole: to move to FileSystem in PushcastReactor",
-    ('Sources/pushcast/SendShard.swift', 'ProcessInfo'): "the environment for --shard auto (ShardSpec takes it as a dictionary)",
-    ('Sources/pushcast/SendSnapshot.swift', 'NSTemporaryDirectory('): "TMPDIR for the snapshot, a read of the environment",
-    ('Sources/pushcast/SendSnapshot.swift', 'ProcessInfo'): "database URL variables from the environment",
-    ('Sources/pushcast/SendSnapshot.swift', 'rename('): "the snapshot file, moved into place: to move to FileSystem in PushcastReactor",
-    ('Sources/pushcast/SendSnapshot.swift', 'unlink('): "the snapshot file, removed on failure: to move to FileSystem in PushcastReactor",
-    ('Sources/pushcast/VersionCommand.swift', 'FileManager'): "looks for installed files: to move to FileSystem in PushcastReactor",
 }
 
 CLOCK_PATTERNS = (

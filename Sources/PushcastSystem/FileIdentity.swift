@@ -49,7 +49,7 @@ public enum FileIdentity: Hashable, Sendable, CustomStringConvertible {
     private static func futurePath(_ path: String, hops: Int) -> String? {
         guard hops < 40 else { return nil }
         let (directory, name) = split(path)
-        if let target = linkTarget(path) {
+        if let target = FileSystem.linkTarget(path) {
             let next = target.hasPrefix("/") ? target : directory + "/" + target
             return existing(next) == nil ? futurePath(next, hops: hops + 1) : nil
         }
@@ -65,12 +65,5 @@ public enum FileIdentity: Hashable, Sendable, CustomStringConvertible {
         guard let slash = trimmed.lastIndex(of: "/") else { return (".", String(trimmed)) }
         let directory = trimmed[..<slash]
         return (directory.isEmpty ? "/" : String(directory), String(trimmed[trimmed.index(after: slash)...]))
-    }
-
-    private static func linkTarget(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4097)
-        let count = readlink(path, &buffer, 4096)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

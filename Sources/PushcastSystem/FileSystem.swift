@@ -62,6 +62,43 @@ public enum FileSystem {
         return stat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 
+    /// Whether `path` is a directory (a link is followed).
+    public static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Whether this process may write in (or to) `path` (access(2), W_OK).
+    public static func isWritable(_ path: String) -> Bool {
+        access(path, W_OK) == 0
+    }
+
+    /// When the file at `path` last changed, in seconds since the Unix epoch; nil when it cannot be seen.
+    public static func modificationSeconds(_ path: String) -> Double? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    }
+
+    /// Where the symbolic link at `path` points, nil when it is not one.
+    public static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let count = readlink(path, &buffer, 4096)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Moves `from` to `to` in one step (rename(2)), replacing what `to` named. Throws the
+    /// kernel's reason alone ("No such file or directory"), for the caller's message.
+    public static func rename(_ from: String, to: String) throws(SystemError) {
+        guard Glibc.rename(from, to) == 0 else { throw SystemError(String(cString: strerror(errno))) }
+    }
+
+    /// Removes the file (not a directory) at `path`; best effort.
+    public static func removeFile(_ path: String) {
+        unlink(path)
+    }
+
     /// Creates `path` and any missing parents (mode 0777 less the umask); one that exists is fine.
     public static func createDirectories(_ path: String) throws(SystemError) {
         var prefix = path.hasPrefix("/") ? "/" : ""

@@ -100,7 +100,7 @@ enum BenchAPNs {
         let duplicatePlan: DuplicatePlan
         do {
             var first = try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>")
-            duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: requests, files: Machine.real.files, directory: NSTemporaryDirectory()) {
+            duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: requests, files: Machine.real.files, directory: Environment.temporaryDirectory) {
                 keyer.duplicateHashes($0)
             }
         } catch {

@@ -50,7 +50,7 @@ enum CommonOptions {
 
     /// A private temporary directory (0700) for throw-away keys and certificates.
     static func makeTemporaryDirectory(prefix: String) throws -> String {
-        do { return try FileSystem.makeTemporaryDirectory(in: NSTemporaryDirectory(), prefix: prefix) } catch {
+        do { return try FileSystem.makeTemporaryDirectory(in: Environment.temporaryDirectory, prefix: prefix) } catch {
             throw CommandFailure(error.description)
         }
     }

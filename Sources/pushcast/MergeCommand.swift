@@ -3,6 +3,7 @@ import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastInput
+import PushcastSystem
 
 /// `pushcast merge`: the shards of one campaign (`send --shard I/N`) as one results file in row
 /// order, one prune file and one summary, after checking that every input row appears exactly
@@ -84,7 +85,7 @@ enum MergeCommand {
         if let clash = outputs.first(where: inputs.contains) { throw parsed.error("\(clash) is both a shard's file and an output") }
         return MergeRequest(inputPath: input, inputFormat: format, shardResults: shardResults, shardPrunes: prunes, shardSummaries: summaries,
                             resultsOut: results, pruneOut: parsed.value("prune"), summaryOut: parsed.value("summary"),
-                            scratchDirectory: parsed.value("tmpdir") ?? NSTemporaryDirectory(), files: Machine.real.files)
+                            scratchDirectory: parsed.value("tmpdir") ?? Environment.temporaryDirectory, files: Machine.real.files)
     }
 
     static func patternPaths(_ kind: String, _ parsed: ParsedArguments, count: Int) throws -> [String]? {

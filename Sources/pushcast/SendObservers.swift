@@ -117,10 +117,11 @@ final class MetricsFileWriter: CampaignObserver {
     init(path: String, identity: CampaignIdentity?, intervalNanoseconds: UInt64) throws {
         self.path = path
         interval = intervalNanoseconds
-        let earlier = (try? String(contentsOfFile: path, encoding: .utf8)).flatMap(CampaignMetrics.lastSuccess(inExposition:))
+        let earlier = ((try? readWholeFile(path)) ?? nil).flatMap { String(validating: $0, as: UTF8.self) }
+            .flatMap(CampaignMetrics.lastSuccess(inExposition:))
         metrics = CampaignMetrics(campaign: identity?.campaign ?? "", shard: identity?.shard, lastSuccessEpochSeconds: earlier)
         let directory = (path as NSString).deletingLastPathComponent
-        guard FileManager.default.isWritableFile(atPath: directory.isEmpty ? "." : directory) else {
+        guard FileSystem.isWritable(directory.isEmpty ? "." : directory) else {
             throw CommandFailure("--metrics-file \(path): cannot write in \(directory.isEmpty ? "." : directory)")
         }
     }
@@ -149,10 +150,9 @@ final class MetricsFileWriter: CampaignObserver {
         } catch {
             throw CommandFailure(error.description)
         }
-        guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw CommandFailure("cannot rename \(temporary) to \(path): \(reason)")
+        do { try FileSystem.rename(temporary, to: path) } catch {
+            FileSystem.removeFile(temporary)
+            throw CommandFailure("cannot rename \(temporary) to \(path): \(error)")
         }
     }
 }

@@ -21,7 +21,7 @@ extension SendCommand {
     /// the whole campaign without it.
     static func shardSpec(_ parsed: ParsedArguments) throws -> ShardSpec {
         guard let text = parsed.value("shard") else { return .whole }
-        do { return try ShardSpec.parse(text, environment: ProcessInfo.processInfo.environment) } catch {
+        do { return try ShardSpec.parse(text, environment: Environment.all) } catch {
             throw parsed.error(error.description)
         }
     }

@@ -29,7 +29,7 @@ enum DatabaseInput {
         var temporary: Bool
 
         func cleanUp() {
-            if temporary { unlink(path) }
+            if temporary { FileSystem.removeFile(path) }
         }
     }
 
@@ -94,7 +94,7 @@ enum DatabaseInput {
     }
 
     private static func checkSnapshot(url: DatabaseURL, query: String, source: String, _ parsed: ParsedArguments) throws -> Snapshot {
-        let path = NSTemporaryDirectory() + "pushcast-check-\(CurrentProcess.id).snapshot.csv"
+        let path = Environment.temporaryDirectory + "pushcast-check-\(CurrentProcess.id).snapshot.csv"
         try take(url: url, query: query, to: path, parsed)
         return Snapshot(path: path, source: source, temporary: true)
     }
@@ -111,13 +111,13 @@ enum DatabaseInput {
     /// The password for `url`: from --db-password-env VAR, else the client's own variable.
     static func password(_ parsed: ParsedArguments, for url: DatabaseURL) throws -> String? {
         if let variable = parsed.value("db-password-env") {
-            guard let value = ProcessInfo.processInfo.environment[variable] else {
+            guard let value = Environment.value(variable) else {
                 throw CommandFailure("--db-password-env: the environment variable \(variable) is not set")
             }
             return value
         }
         // libpq reads $PGPASSWORD (and ~/.pgpass) by itself.
-        return url.kind == .mysql ? ProcessInfo.processInfo.environment["MYSQL_PWD"] : nil
+        return url.kind == .mysql ? Environment.value("MYSQL_PWD") : nil
     }
 
     /// Runs the query once into `path` (written to `path.partial`, synced, then renamed, so a
@@ -135,11 +135,11 @@ enum DatabaseInput {
             try file.flush()
             try file.sync()
         } catch {
-            unlink(partial)
+            FileSystem.removeFile(partial)
             if StopSignals.received > 0 { throw SendCommand.Interrupted() }
             throw CommandFailure("--from: \(error)")
         }
-        guard rename(partial, path) == 0 else { throw CommandFailure("cannot rename the snapshot to \(path): \(String(cString: strerror(errno)))") }
+        do { try FileSystem.rename(partial, to: path) } catch { throw CommandFailure("cannot rename the snapshot to \(path): \(error)") }
         if !parsed.flag("quiet") {
             Console.error(String(format: "pushcast: %@: %d rows read into the snapshot %@ (%.1f s)", url.description, rows, path,
                                  Double(Reactor.nowNanoseconds() - started) / 1e9))

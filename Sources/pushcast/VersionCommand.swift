@@ -1,6 +1,7 @@
 import Foundation
 import PushcastCommandLine
 import PushcastReactor
+import PushcastSystem
 import PushcastWire
 
 /// `pushcast version` (and `pushcast --version`): what a bug report starts with. pushcast's
@@ -80,7 +81,7 @@ enum GitCommit {
         var directory = (executable as NSString).deletingLastPathComponent
         for _ in 0..<8 {
             let dotGit = directory + "/.git"
-            if FileManager.default.fileExists(atPath: dotGit), let found = read(dotGit: dotGit) {
+            if FileSystem.exists(dotGit), let found = read(dotGit: dotGit) {
                 let built = modificationDate(executable)
                 let moved = built != nil && found.changed.map { $0 > built! } == true
                 return found.commit + (moved ? " (the checkout's HEAD; it moved after this binary was built)" : "")
@@ -93,11 +94,9 @@ enum GitCommit {
     }
 
     /// The commit HEAD names, and when that ref last changed.
-    static func read(dotGit: String) -> (commit: String, changed: Date?)? {
+    static func read(dotGit: String) -> (commit: String, changed: Double?)? {
         var gitDirectory = dotGit
-        var isDirectory: ObjCBool = false
-        FileManager.default.fileExists(atPath: dotGit, isDirectory: &isDirectory)
-        if !isDirectory.boolValue {
+        if !FileSystem.isDirectory(dotGit) {
             // A worktree or submodule: ".git" is a file saying "gitdir: PATH".
             guard let text = text(dotGit), text.hasPrefix("gitdir: ") else { return nil }
             let path = String(text.dropFirst("gitdir: ".count))
@@ -119,22 +118,24 @@ enum GitCommit {
     }
 
     private static func text(_ path: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path), data.count < 1 << 20 else { return nil }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let data = (try? readWholeFile(path)) ?? nil, data.count < 1 << 20 else { return nil }
+        let text = String(decoding: data, as: UTF8.self)
+        return String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
     }
 
     private static func isCommit(_ text: String) -> Bool {
         (text.count == 40 || text.count == 64) && text.allSatisfy(\.isHexDigit)
     }
 
-    private static func modificationDate(_ path: String) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+    /// When the file last changed, in seconds since the Unix epoch.
+    private static func modificationDate(_ path: String) -> Double? {
+        FileSystem.modificationSeconds(path)
     }
 }
 
 extension CommandLine {
     /// The running binary's path (/proc/self/exe), else argv[0].
     static var executablePath: String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        FileSystem.linkTarget("/proc/self/exe") ?? CommandLine.arguments[0]
     }
 }
