@@ -57,6 +57,8 @@ let package = Package(
         // The event loop: io_uring or epoll, sockets, timers (its clock is PushcastSystem's).
         .target(name: "PushcastReactor", dependencies: ["PushcastCore", "PushcastSystem", "CURing"], swiftSettings: hotPath),
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastSystem"], swiftSettings: hotPath),
+        // Campaign logic. Files, clocks and wake-ups come in through PushcastCore's protocols;
+        // PushcastReactor is listed for FCMSend's refresher thread alone (its sleep and clock).
         .target(
             name: "PushcastEngine",
             dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],

@@ -126,7 +126,7 @@ SYSCALL_PATTERNS = (
 
 # (file, call): why it is there today.
 SYSCALL_EXCEPTIONS = {
-    ('Sources/PushcastWire/TLSContext.swift', 'access('): "the system trust store is OpenSSL's (docs/ARCHITECTURE.md, Syscalls outside PushcastReactor)",
+    ('Sources/PushcastWire/TLSContext.swift', 'access('): "the system trust store is OpenSSL's (docs/ARCHITECTURE.md, Syscalls outside the system modules)",
     ('Sources/PushcastWire/TLSContext.swift', 'getenv('): "SSL_CERT_DIR: the system trust store is OpenSSL's (docs/ARCHITECTURE.md)",
     ('Sources/pushcast/SendCommand.swift', 'NSTemporaryDirectory('): "TMPDIR, a read of the environment (docs/ARCHITECTURE.md)",
     ('Sources/pushcast/SendCommand.swift', 'ProcessInfo'): "GOOGLE_APPLICATION_CREDENTIALS and passphrase variables (docs/ARCHITECTURE.md)",
