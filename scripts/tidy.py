@@ -88,9 +88,6 @@ IMPORT_RULES = {
 IMPORT_EXCEPTIONS = {
     ('Sources/PushcastEngine/FCMSend.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to move to PushcastTransport',
     ('Sources/PushcastEngine/FCMSend.swift', 'PushcastReactor'): 'SystemMonotonicClock, Reactor.sleep: to take both from the caller',
-    ('Sources/PushcastEngine/ResultsLineParser.swift', 'Glibc'): 'C string and number parsing: to move to PushcastCore',
-    ('Sources/PushcastEngine/ResultsStream.swift', 'Glibc'): 'C memory and string calls: to move to PushcastCore',
-    ('Sources/PushcastEngine/ShardMerge+Runs.swift', 'Glibc'): 'memchr and memmove over the scratch buffers: to move to PushcastCore',
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',

@@ -1,4 +1,3 @@
-import Glibc
 import PushcastCore
 
 /// Reads back a results line exactly as `ResultEncoding.appendJSONLine` writes it: the fields in
@@ -58,7 +57,7 @@ struct ResultsLineParser {
     private func peek(_ text: StaticString) -> Bool {
         let n = text.utf8CodeUnitCount
         guard line.count - at >= n else { return false }
-        return memcmp(line.baseAddress! + at, text.utf8Start, n) == 0
+        return RawMemory.equal(line.baseAddress! + at, text.utf8Start, count: n)
     }
 
     private mutating func literal(_ text: StaticString) -> Bool {

@@ -1,4 +1,3 @@
-import Glibc
 import PushcastCore
 
 /// Reads a results file as a stream, in fixed-size chunks, handing each line's record to a
@@ -46,7 +45,7 @@ public struct ResultsStream {
             try buffer.withUnsafeBufferPointer { (chunk) throws(CampaignError) in
                 var start = 0
                 let base = chunk.baseAddress!
-                while start < count, let found = memchr(base + start, 0x0A, count - start) {
+                while start < count, let found = RawMemory.find(0x0A, in: base + start, count: count - start) {
                     let index = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
                     if carry.isEmpty {
                         try line(UnsafeBufferPointer(rebasing: chunk[start..<index]), visit)
@@ -109,9 +108,9 @@ public struct ResultsStream {
             if b[i] == UInt8(ascii: "\"") {
                 i += 1
                 // The closing quote by memchr (tokens are long); a backslash before it means escapes: byte by byte.
-                guard let quote = memchr(b.baseAddress! + i, 0x22, n - i) else { return nil }
+                guard let quote = RawMemory.find(0x22, in: b.baseAddress! + i, count: n - i) else { return nil }
                 let end = b.baseAddress!.distance(to: quote.assumingMemoryBound(to: UInt8.self))
-                if memchr(b.baseAddress! + i, 0x5C, end - i) == nil {
+                if RawMemory.find(0x5C, in: b.baseAddress! + i, count: end - i) == nil {
                     i = end
                 } else {
                     while i < n && b[i] != UInt8(ascii: "\"") {
@@ -191,7 +190,7 @@ struct FastFields {
 
     @inline(__always)
     static func same(_ name: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        name.count == bytes.count && name.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, name.count) == 0 }
+        name.count == bytes.count && name.withUnsafeBufferPointer { RawMemory.equal($0.baseAddress!, bytes.baseAddress!, count: name.count) }
     }
 
     /// Each outcome's JSON string, quotes included.

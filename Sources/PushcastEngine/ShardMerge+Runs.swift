@@ -1,4 +1,3 @@
-import Glibc
 import PushcastCore
 
 /// A stretch of the scratch file holding one shard's lines sorted by row.
@@ -39,7 +38,7 @@ extension ShardMerge {
             }
             let rest = filled - used
             if eof && rest > 0 { note("shard \(shard): \(path): a torn last line of \(rest) bytes dropped (the run was killed mid-write)") }
-            if rest > 0 && used > 0 { memmove(chunk.baseAddress!, chunk.baseAddress! + used, rest) }
+            if rest > 0 && used > 0 { RawMemory.move(to: chunk.baseAddress!, from: chunk.baseAddress! + used, count: rest) }
             filled = rest
         }
     }
@@ -70,7 +69,7 @@ extension ShardMerge {
                                    line: inout Int, keys: inout [UInt64], spans: inout [(start: Int, length: Int)]) throws -> Int {
         var start = 0
         let base = chunk.baseAddress!
-        while start < filled, let found = memchr(base + start, 0x0A, filled - start) {
+        while start < filled, let found = RawMemory.find(0x0A, in: base + start, count: filled - start) {
             let end = base.distance(to: found) + 1
             line += 1
             let bytes = UnsafeRawBufferPointer(start: base + start, count: end - start)
@@ -121,7 +120,7 @@ extension ShardMerge {
                 let n = try file.read(into: buffer)
                 if n == 0 { break }
                 var skip = 0
-                if header, let nl = memchr(buffer.baseAddress!, 0x0A, n) {
+                if header, let nl = RawMemory.find(0x0A, in: buffer.baseAddress!, count: n) {
                     skip = buffer.baseAddress!.distance(to: nl) + 1
                     header = false
                 } else if header {
@@ -193,7 +192,7 @@ final class RunReader {
         start += length
         length = 0
         while true {
-            if start < filled, let found = memchr(buffer.baseAddress! + start, 0x0A, filled - start) {
+            if start < filled, let found = RawMemory.find(0x0A, in: buffer.baseAddress! + start, count: filled - start) {
                 length = (buffer.baseAddress! + start).distance(to: found) + 1
                 row = Int(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + length)]).rowNumber)
                 return true
@@ -205,7 +204,7 @@ final class RunReader {
 
     private func refill() throws {
         let rest = filled - start
-        if rest > 0 && start > 0 { memmove(buffer.baseAddress!, buffer.baseAddress! + start, rest) }
+        if rest > 0 && start > 0 { RawMemory.move(to: buffer.baseAddress!, from: buffer.baseAddress! + start, count: rest) }
         if rest == buffer.count {
             // A line longer than the buffer: double it.
             let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count * 2, alignment: 8)
