@@ -44,43 +44,53 @@ let package = Package(
         .target(name: "PushcastInput", dependencies: ["PushcastCore", "CCompression"], swiftSettings: hotPath),
         // The one JSON reader (JSONScanner), the JSON writer, and the payload template both providers render.
         .target(name: "PushcastJSON", swiftSettings: hotPath),
-        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
-        // FCM HTTP v1: service-account OAuth2 (RS256), the message template, the error table.
-        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
+        // What a provider implements (PushProvider, ProviderRendering, ProviderAdapter, its reason
+        // table) and the catalog type; the engine sees providers only through these.
+        .target(name: "PushcastProviderKit", dependencies: ["PushcastCore", "PushcastWire"], swiftSettings: hotPath),
+        // One module per provider: APNs (token and certificate auth), FCM HTTP v1 (service-account OAuth2).
+        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "COpenSSL"],
+                swiftSettings: hotPath),
+        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "COpenSSL"],
+                swiftSettings: hotPath),
+        // The catalog the command sends to, one line per provider.
+        .target(name: "PushcastProviders", dependencies: ["PushcastProviderKit", "PushcastAPNs", "PushcastFCM", "PushcastEngine"]),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
         .target(name: "PushcastReactor", dependencies: ["PushcastCore", "CURing"], swiftSettings: hotPath),
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor"], swiftSettings: hotPath),
         .target(
             name: "PushcastEngine",
-            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
+            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastProviderKit", "PushcastInput"],
             swiftSettings: hotPath),
         // Query snapshots and prune-apply against SQLite, PostgreSQL and MySQL/MariaDB.
         .target(name: "PushcastDatabase", dependencies: ["PushcastCore", "CSQLite", "CPostgres", "CMariaDB"]),
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
-                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
+                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastProviderKit", "PushcastProviders",
+                               "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
         // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
         // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
         .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders", "PushcastEngine", "PushcastWire", "PushcastReactor",
+                           "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput", "CCompression"]),
         .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),
-        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
-        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "COpenSSL"]),
-        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM", "PushcastJSON"]),
+        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "PushcastProviderKit", "COpenSSL"]),
+        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "PushcastProviderKit", "COpenSSL"]),
+        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastAPNs", "PushcastFCM", "PushcastJSON",
+                                                               "PushcastProviderKit", "PushcastProviders", "PushcastTransport"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM"]),
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
-                                   "PushcastReactor", "PushcastTransport", "PushcastAPNs"]),
+                                   "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
         .testTarget(name: "PushcastDatabaseTests", dependencies: ["PushcastDatabase"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),

@@ -1,5 +1,6 @@
 import PushcastJSON
 import PushcastCore
+import PushcastProviderKit
 import PushcastReactor
 
 /// What `pushcast report` shows, gathered in one pass over the results (any number of files:
@@ -25,13 +26,20 @@ public struct CampaignReport {
     public static let unknownReasonsMax = 200
     public static let otherReasons = "(other reasons)"
 
+    /// The providers the results may name, and what their reasons mean.
+    public let columns: ResultColumns
+    public let reasons: ReasonCatalog
+
     public struct FailureKey: Hashable, Sendable {
         public let provider: ProviderID?
         public let outcome: OutcomeKind
         public let reason: String
     }
 
-    public init() {}
+    public init(catalog: ProviderCatalog) {
+        columns = ResultColumns(catalog)
+        reasons = ReasonCatalog(catalog)
+    }
 
     /// Streams one results file into the report.
     public mutating func add(resultsFile path: String) throws(CampaignError) {
@@ -40,7 +48,7 @@ public struct CampaignReport {
             var byte = [UInt8](repeating: 0, count: 1)
             if (try? byte.withUnsafeMutableBytes { try file.read(into: $0) }) == 1 { firstByte = byte[0] }
         }
-        var stream = ResultsStream(path: path, format: ResultsStream.format(of: path, firstByte: firstByte))
+        var stream = ResultsStream(path: path, format: ResultsStream.format(of: path, firstByte: firstByte), columns: columns)
         try stream.read { record in self.record(record) }
         files.append(path)
         if stream.tornBytes > 0 { tornLines += 1 }
@@ -48,7 +56,7 @@ public struct CampaignReport {
 
     mutating func record(_ original: OutcomeRecord) {
         var r = original
-        if let reason = r.reason, ReasonCatalog.entry(reason) == nil, !unknownReasons.contains(reason) {
+        if let reason = r.reason, reasons.entry(reason) == nil, !unknownReasons.contains(reason) {
             if unknownReasons.count < Self.unknownReasonsMax { unknownReasons.insert(reason) } else { r.reason = Self.otherReasons }
         }
         counted.record(r)
@@ -95,7 +103,7 @@ public struct CampaignTimeline {
     public init() {}
 
     /// Reads one timeline file; a missing file adds nothing. Lines that do not parse are skipped.
-    public mutating func add(path: String, catalog: ProviderCatalog = .standard) {
+    public mutating func add(path: String, catalog: ProviderCatalog) {
         guard let bytes = try? readWholeFile(path) else { return }
         files += 1
         var last: [ProviderID: (rows: Int, retries: Int)] = [:]

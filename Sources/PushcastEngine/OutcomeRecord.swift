@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastReactor
 
 /// What happened to one input row: one line of the results file.

@@ -1,5 +1,6 @@
 import Glibc
 import PushcastCore
+import PushcastProviderKit
 import PushcastReactor
 
 /// Reads a results file as a stream, in fixed-size chunks, handing each line's record to a
@@ -19,7 +20,7 @@ public struct ResultsStream {
     public static let chunkBytes = 1 << 20
     private var reasons = ReasonStrings()
 
-    public init(path: String, format: ResultsFormat, columns: ResultColumns = .standard) {
+    public init(path: String, format: ResultsFormat, columns: ResultColumns) {
         self.path = path
         self.format = format
         self.columns = columns

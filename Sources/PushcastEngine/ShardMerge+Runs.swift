@@ -87,10 +87,10 @@ extension ShardMerge {
     }
 
     /// Merges the sorted runs into the results file, in row order, through the ledger.
-    static func mergeRuns(_ runs: [SortedRun], scratch: ScratchFile, format: ResultsFormat, out path: String,
+    static func mergeRuns(_ runs: [SortedRun], scratch: ScratchFile, format: ResultsFormat, columns: ResultColumns, out path: String,
                           ledger: inout MergeLedger) throws {
         let out = try OutputFile(path: path, bufferBytes: 1 << 20)
-        if format == .csv { try out.append(ResultEncoding.csvHeader) }
+        if format == .csv { try out.append(columns.csvHeader) }
         let bufferBytes = min(1 << 20, max(64 << 10, mergeBufferBudget / max(1, runs.count)))
         let readers = runs.map { RunReader(run: $0, scratch: scratch, bufferBytes: bufferBytes) }
         defer { for reader in readers { reader.release() } }
@@ -141,7 +141,7 @@ extension ShardMerge {
         for (k, path) in paths.enumerated() {
             let bytes: [UInt8]?
             do { bytes = try readWholeFile(path) } catch { throw .input("\(error)") }
-            guard let bytes, let summary = CampaignSummary.parse(bytes) else {
+            guard let bytes, let summary = CampaignSummary.parse(bytes, catalog: request.catalog) else {
                 report.incomplete.append("shard \(k): its summary \(path) is " + (FileSystem.exists(path) ? "not a pushcast summary" : "missing"))
                 continue
             }

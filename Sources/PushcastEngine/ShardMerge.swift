@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastInput
 import PushcastReactor
 
@@ -16,9 +17,12 @@ public struct MergeRequest: Sendable {
     public var summaryOut: String?
     /// Where the sorted runs go (unlinked scratch files): as many bytes as the shards' results.
     public var scratchDirectory: String
+    /// The providers the shards sent to (the results' columns, the summaries' figures).
+    public var catalog: ProviderCatalog
 
     public init(inputPath: String, inputFormat: InputFormat, shardResults: [String], shardPrunes: [String]?, shardSummaries: [String]?,
-                resultsOut: String, pruneOut: String?, summaryOut: String?, scratchDirectory: String) {
+                resultsOut: String, pruneOut: String?, summaryOut: String?, scratchDirectory: String, catalog: ProviderCatalog) {
+        self.catalog = catalog
         self.inputPath = inputPath
         self.inputFormat = inputFormat
         self.shardResults = shardResults
@@ -77,7 +81,8 @@ public enum ShardMerge {
             for (k, path) in request.shardResults.enumerated() where claims[k] != nil {
                 try sortIntoRuns(path: path, shard: k, format: format, scratch: scratch, runs: &runs, note: note)
             }
-            try mergeRuns(runs, scratch: scratch, format: format, out: request.resultsOut, ledger: &report.ledger)
+            try mergeRuns(runs, scratch: scratch, format: format, columns: ResultColumns(request.catalog), out: request.resultsOut,
+                          ledger: &report.ledger)
             if let out = request.pruneOut, let prunes = request.shardPrunes {
                 try concatenatePrunes(prunes, out: out, report: &report)
             }
@@ -115,7 +120,7 @@ public enum ShardMerge {
                 }
                 let f = journal.fingerprint
                 claims.append(ShardClaim(campaign: f.campaign, input: f.input, shard: f.shard, resultsFormat: f.resultsFormat, source: journalPath))
-            } else if let claim = try summaryClaim(request.shardSummaries?[k]) {
+            } else if let claim = try summaryClaim(request.shardSummaries?[k], catalog: request.catalog) {
                 claims.append(claim)
             } else {
                 report.mismatches.append("shard \(k) (\(path)): no journal beside it (\(journalPath)) and no summary: "
@@ -129,11 +134,11 @@ public enum ShardMerge {
         return (claims, format)
     }
 
-    private static func summaryClaim(_ path: String?) throws(CampaignError) -> ShardClaim? {
+    private static func summaryClaim(_ path: String?, catalog: ProviderCatalog) throws(CampaignError) -> ShardClaim? {
         guard let path else { return nil }
         let bytes: [UInt8]?
         do { bytes = try readWholeFile(path) } catch { throw .input("\(error)") }
-        guard let bytes, let identity = CampaignSummary.parse(bytes)?.identity else { return nil }
+        guard let bytes, let identity = CampaignSummary.parse(bytes, catalog: catalog)?.identity else { return nil }
         return ShardClaim(campaign: identity.campaign, input: identity.input, shard: identity.shard?.description ?? "",
                           resultsFormat: nil, source: path)
     }

@@ -2,6 +2,8 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastInput
 
 /// `pushcast merge`: the shards of one campaign (`send --shard I/N`) as one results file in row
@@ -84,7 +86,7 @@ enum MergeCommand {
         if let clash = outputs.first(where: inputs.contains) { throw parsed.error("\(clash) is both a shard's file and an output") }
         return MergeRequest(inputPath: input, inputFormat: format, shardResults: shardResults, shardPrunes: prunes, shardSummaries: summaries,
                             resultsOut: results, pruneOut: parsed.value("prune"), summaryOut: parsed.value("summary"),
-                            scratchDirectory: parsed.value("tmpdir") ?? NSTemporaryDirectory())
+                            scratchDirectory: parsed.value("tmpdir") ?? NSTemporaryDirectory(), catalog: .standard)
     }
 
     static func patternPaths(_ kind: String, _ parsed: ParsedArguments, count: Int) throws -> [String]? {

@@ -3,9 +3,12 @@ import PushcastAPNs
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastFCM
 import PushcastInput
 import PushcastJSON
+import PushcastProviderKit
 import PushcastReactor
 import PushcastTransport
 import PushcastWire
@@ -321,7 +324,7 @@ enum SendCommand {
             let reader = first
             var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
                                     renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
-                                    recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured)
+                                    recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured, catalog: .standard)
             keyer.shard = shard
             var owned = 0
             let map = shard.isSplit ? try ShardRowMap(directory: NSTemporaryDirectory()) : nil
@@ -677,8 +680,8 @@ enum SendCommand {
         let apnsClient = try client(endpoint, tls: tls, connections: connections,
                                     streams: try parsed.int("streams", default: 1000, range: 1...100_000), tuning)
         let limiter = tuning.rates[.apns].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
-        return .apns(settings: settings, policy: tuning.policy(limiter: limiter), client: apnsClient, connections: connections,
-                     workers: tuning.workers)
+        return ProviderLane(provider: .apns, client: apnsClient, connections: connections, workers: tuning.workers,
+                            policy: tuning.policy(limiter: limiter)) { APNsAdapter(settings: settings) }
     }
 
     /// The FCM lane, with its access tokens: the first one is fetched here, before anything is
@@ -695,13 +698,15 @@ enum SendCommand {
         let tokenClient = try client(tokenEndpoint, tls: tls, connections: 1, streams: 1, tuning)
         let (account, signer) = (fcm.account, fcm.signer)
         let tokens = FCMAccessTokens(clock: SystemMonotonicClock()) {
-            FCMTokenFetcher.fetch(account: account, signer: signer, client: tokenClient, path: tokenPath,
-                                  nowEpochSeconds: { Int64(Reactor.wallClockSeconds()) })
+            FCMTokenFetcher.fetch(account: account, signer: signer, endpoint: tokenClient.endpoint.description,
+                                  authority: tokenClient.endpoint.authority, path: tokenPath,
+                                  nowEpochSeconds: { Int64(Reactor.wallClockSeconds()) }) { SingleRequest.perform($0, client: tokenClient).mapError { $0 } }
         }
         do { try tokens.start { message in stopBox.stop(message) } } catch { throw CommandFailure(error.description) }
         let limiter = ProviderRateLimiter(ratePerSecond: tuning.rates[.fcm], nowNanoseconds: now)
-        let lane = ProviderLane.fcm(settings: FCMSendSettings(authority: fcm.endpoint.authority, project: fcm.account.projectID, tokens: tokens),
-                                    policy: tuning.policy(limiter: limiter), client: fcmClient, connections: connections, workers: tuning.workers)
+        let settings = FCMSendSettings(authority: fcm.endpoint.authority, project: fcm.account.projectID, tokens: tokens)
+        let lane = ProviderLane(provider: .fcm, client: fcmClient, connections: connections, workers: tuning.workers,
+                                policy: tuning.policy(limiter: limiter)) { FCMAdapter(settings: settings) }
         return (lane, tokens)
     }
 

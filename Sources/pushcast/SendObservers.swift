@@ -2,6 +2,8 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastJSON
 import PushcastReactor
 
@@ -118,7 +120,8 @@ final class MetricsFileWriter: CampaignObserver {
         self.path = path
         interval = intervalNanoseconds
         let earlier = (try? String(contentsOfFile: path, encoding: .utf8)).flatMap(CampaignMetrics.lastSuccess(inExposition:))
-        metrics = CampaignMetrics(campaign: identity?.campaign ?? "", shard: identity?.shard, lastSuccessEpochSeconds: earlier)
+        metrics = CampaignMetrics(campaign: identity?.campaign ?? "", shard: identity?.shard, catalog: .standard,
+                                  lastSuccessEpochSeconds: earlier)
         let directory = (path as NSString).deletingLastPathComponent
         guard FileManager.default.isWritableFile(atPath: directory.isEmpty ? "." : directory) else {
             throw CommandFailure("--metrics-file \(path): cannot write in \(directory.isEmpty ? "." : directory)")

@@ -1,5 +1,7 @@
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastReactor
 
 /// `send --resume`, `--force` and the journal: what a run finds of the runs before it.
@@ -16,7 +18,8 @@ extension SendCommand {
         let request = ResumeRequest(resume: parsed.resume, force: parsed.force, retryUnknown: parsed.retryUnknown,
                                     policy: SyncPolicy(rawValue: parsed.fsync) ?? .batch, boot: FileSystem.bootID())
         do {
-            return try CampaignDurability.open(resultsPath: output.resultsPath, format: output.resultsFormat, fingerprint: fingerprint,
+            return try CampaignDurability.open(resultsPath: output.resultsPath, format: output.resultsFormat, columns: .standard,
+                                               fingerprint: fingerprint,
                                                request: request) { note in if !parsed.quiet { Console.error("pushcast: " + note) } }
         } catch {
             throw CommandFailure(error.description)
@@ -34,7 +37,7 @@ extension SendCommand {
         guard let journalBytes, !journalBytes.isEmpty else { return nil }
         do {
             let earlier = try JournalState.parse(journalBytes, path: journalPath(results: resultsPath), boot: FileSystem.bootID())
-            let recovered = try RecoveredResults.read(path: resultsPath, format: format) { _ in }
+            let recovered = try RecoveredResults.read(path: resultsPath, format: format, columns: .standard) { _ in }
             return CampaignDurability.Preview(recovered: recovered, earlier: earlier)
         } catch {
             throw CommandFailure(error.description)

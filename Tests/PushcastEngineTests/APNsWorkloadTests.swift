@@ -1,6 +1,7 @@
 import PushcastAPNs
 import PushcastCore
 @testable import PushcastEngine
+import PushcastProviderKit
 import PushcastWire
 import XCTest
 

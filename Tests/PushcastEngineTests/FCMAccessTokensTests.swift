@@ -11,6 +11,7 @@ import PushcastCore
 @testable import PushcastEngine
 import PushcastFCM
 import PushcastMock
+import PushcastProviderKit
 import PushcastReactor
 import PushcastTransport
 import PushcastWire
