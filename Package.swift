@@ -46,11 +46,11 @@ let package = Package(
         .target(name: "PushcastJSON", swiftSettings: hotPath),
         // What a provider implements (PushProvider, ProviderRendering, ProviderAdapter, its reason
         // table) and the catalog type; the engine sees providers only through these.
-        .target(name: "PushcastProviderKit", dependencies: ["PushcastCore", "PushcastWire"], swiftSettings: hotPath),
+        .target(name: "PushcastProviderKit", dependencies: ["PushcastCore", "PushcastWire", "PushcastCommandLine"], swiftSettings: hotPath),
         // One module per provider: APNs (token and certificate auth), FCM HTTP v1 (service-account OAuth2).
-        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "COpenSSL"],
+        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
                 swiftSettings: hotPath),
-        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "COpenSSL"],
+        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
                 swiftSettings: hotPath),
         // The catalog the command sends to, one line per provider.
         .target(name: "PushcastProviders", dependencies: ["PushcastProviderKit", "PushcastAPNs", "PushcastFCM", "PushcastEngine"]),

@@ -90,16 +90,11 @@ public struct APNsSendSettings: Sendable {
     /// Token auth: the shared JWT source. Nil with certificate auth.
     public var tokenSource: APNsTokenSource?
     public var authority: String
-    public var retry: RetryPolicy
-    /// Retry requests whose fate is unknown (connection lost after writing, timeout).
-    public var retryUnknown: Bool
 
-    public init(headers: APNsCampaignHeaders, tokenSource: APNsTokenSource?, authority: String, retry: RetryPolicy, retryUnknown: Bool) {
+    public init(headers: APNsCampaignHeaders, tokenSource: APNsTokenSource?, authority: String) {
         self.headers = headers
         self.tokenSource = tokenSource
         self.authority = authority
-        self.retry = retry
-        self.retryUnknown = retryUnknown
     }
 }
 

@@ -40,6 +40,12 @@ public struct ProviderLane: Sendable {
         self.makeWorkload = makeWorkload
     }
 
+    /// A lane whose workers each send through an adapter `factory` makes.
+    public init<Factory: AdapterFactory>(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,
+                                         policy: SendPolicy, factory: Factory) {
+        self.init(provider: provider, client: client, connections: connections, workers: workers, policy: policy) { factory.makeAdapter() }
+    }
+
     /// A lane whose workers each send through a fresh adapter from `makeAdapter`.
     public init<Adapter: ProviderAdapter>(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,
                                           policy: SendPolicy, makeAdapter: @escaping @Sendable () -> Adapter) {

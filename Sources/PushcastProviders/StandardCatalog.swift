@@ -3,14 +3,22 @@ import PushcastEngine
 import PushcastFCM
 import PushcastProviderKit
 
+/// The providers the pushcast command sends to, one line each: what the engine knows of the
+/// provider, and its part of the command line. The order is the order they are listed and
+/// reported in. A new provider module adds its line here (docs/ARCHITECTURE.md, "Adding a
+/// provider").
+public enum StandardProviders {
+    public static let all: [(provider: any PushProvider, commandLine: any ProviderCommandLine)] = [
+        (APNsPushProvider(), APNsCommandLine()),
+        (FCMPushProvider(), FCMCommandLine()),
+    ]
+
+    /// The option groups, in catalog order.
+    public static var commandLines: [any ProviderCommandLine] { all.map(\.commandLine) }
+}
+
 extension ProviderCatalog {
-    /// The providers the pushcast command sends to, one line each, in the order they are listed
-    /// and reported. A new provider module adds its line here (docs/ARCHITECTURE.md, "Adding a
-    /// provider").
-    public static let standard = ProviderCatalog([
-        APNsPushProvider(),
-        FCMPushProvider(),
-    ])
+    public static let standard = ProviderCatalog(StandardProviders.all.map(\.provider))
 }
 
 extension ResultColumns {

@@ -171,8 +171,7 @@ public enum CampaignSimulator {
         let policy = SendPolicy(retry: scenario.retry, retryUnknown: false, resendsMax: scenario.resendsMax,
                                 rowDeadlineNanoseconds: scenario.rowDeadlineNanoseconds)
         let headers = try APNsCampaignHeaders(topic: "com.example.sim", nowEpochSeconds: 1_800_000_000)
-        let apnsSettings = APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple", retry: scenario.retry,
-                                            retryUnknown: false)
+        let apnsSettings = APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple")
         let apns = ProviderLane(provider: .apns, client: client("api.sim.apple"), connections: scenario.connections[.apns]!,
                                 workers: scenario.workers[.apns]!, policy: policy) { APNsAdapter(settings: apnsSettings) }
         var fcmPolicy = policy

@@ -110,7 +110,7 @@ enum BenchAPNs {
         }
         let preparer = RowPreparer(layout: layout, renderings: renderings, campaign: "bench", fileName: "<synthetic>", sends: [.apns],
                                    recordsUnroutable: true, duplicates: .planned(duplicatePlan), catalog: .standard)
-        let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority, retry: RetryPolicy(), retryUnknown: false)
+        let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority)
         let address: String
         do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
         var client = ClientConfiguration(endpoint: endpoint, address: address, tls: try CommonOptions.clientTLS(caFile: caFile),
@@ -121,7 +121,7 @@ enum BenchAPNs {
         client.limits.requestTimeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000
         let output = CampaignOutput(resultsPath: directory + "/results.ndjson", resultsFormat: .ndjson,
                                     prunePath: directory + "/prune.csv", summaryPath: nil, progress: false)
-        let policy = SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown)
+        let policy = SendPolicy(retry: RetryPolicy(), retryUnknown: false)
         let lane = ProviderLane(provider: .apns, client: client, connections: connections, workers: workers, policy: policy) { APNsAdapter(settings: settings) }
         let run = CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [lane], output: output,
                               totalRows: requests, log: { _ in })

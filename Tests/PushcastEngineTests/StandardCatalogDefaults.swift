@@ -88,14 +88,6 @@ extension RowPreparer {
 /// The APNs send loop: `SendWorkload` with the APNs adapter.
 typealias APNsWorkload = SendWorkload<APNsAdapter>
 
-extension SendWorkload where Adapter == APNsAdapter {
-    convenience init(settings: APNsSendSettings, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
-                     clock: MonotonicClock, random: RandomSource, inFlightMax: Int) {
-        self.init(adapter: APNsAdapter(settings: settings), policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
-                  channel: channel, outcomes: outcomes, gauge: gauge, clock: clock, random: random, inFlightMax: inFlightMax)
-    }
-}
-
 extension FCMTokenFetcher {
     static func fetch(account: FCMServiceAccount, signer: RS256Signer, client: ClientConfiguration, path: String,
                       nowEpochSeconds: @Sendable () -> Int64) -> Result<OAuthAccessToken, FCMTokenFetchError> {

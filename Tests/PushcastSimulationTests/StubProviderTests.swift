@@ -132,8 +132,7 @@ final class StubProviderTests: XCTestCase {
         }
         let policy = SendPolicy(retry: RetryPolicy(attemptsMax: 6), retryUnknown: false)
         let headers = try APNsCampaignHeaders(topic: "com.example.stub", nowEpochSeconds: 1_800_000_000)
-        let settings = APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple", retry: policy.retry,
-                                        retryUnknown: false)
+        let settings = APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple")
         let apns = ProviderLane(provider: .apns, client: client("api.sim.apple"), connections: 1, workers: 1, policy: policy) {
             APNsAdapter(settings: settings)
         }
