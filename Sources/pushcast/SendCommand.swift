@@ -84,6 +84,8 @@ enum SendCommand {
         var core: CampaignPlan
         /// The configured providers, in catalog order.
         var setups: [any ProviderSetup]
+        /// The run's switches and outputs.
+        var options: SendOptions
 
         subscript<T>(dynamicMember path: WritableKeyPath<CampaignPlan, T>) -> T {
             get { core[keyPath: path] }
@@ -94,24 +96,25 @@ enum SendCommand {
     }
 
     static func run(_ parsed: ParsedArguments, checkOnly: Bool) throws -> ExitStatus {
-        let sending = !(checkOnly || parsed.flag("dry-run"))
+        let options = try SendOptions(parsed, checkOnly: checkOnly)
+        let sending = options.sending
         // A stop signal while planning (the first read of a big file takes seconds) ends the run
         // before anything is sent: interrupted, resumable.
         if sending { StopSignals.install() }
         // Before anything is opened for writing (the database snapshot and the journal lock too).
         if sending { try refuseSharedFiles(parsed) }
-        if sending && parsed.flag("resume") && parsed.positional("file") == "-" {
+        if sending && options.resume && parsed.positional("file") == "-" {
             throw CommandFailure("--resume needs the input file again, and stdin cannot be read twice: save the export to a file")
         }
         var plan: Plan
         let snapshot: DatabaseInput.Snapshot?
         do { snapshot = try DatabaseInput.prepare(parsed, sending: sending) } catch is Interrupted { return interruptedBeforeSending() }
         defer { snapshot?.cleanUp() }
-        do { plan = try makePlan(parsed, inputPath: snapshot?.path, campaignInput: snapshot?.source) } catch is Interrupted {
+        do { plan = try makePlan(parsed, options: options, inputPath: snapshot?.path, campaignInput: snapshot?.source) } catch is Interrupted {
             return interruptedBeforeSending()
         }
         plan.inputSource = snapshot?.source ?? ""
-        if !sending { return try check(plan, parsed) }
+        if !sending { return try check(plan) }
         if StopSignals.received > 0 { return interruptedBeforeSending() }
         return try send(plan, parsed)
     }
@@ -124,345 +127,11 @@ enum SendCommand {
         return .interrupted
     }
 
-    // MARK: - Plan (everything that can fail before the first send)
-
-    static func inputFormat(_ parsed: ParsedArguments, path: String) throws -> InputFormat {
-        if let name = try parsed.choice("format", from: ["csv", "ndjson"]) { return InputFormat(rawValue: name)! }
-        if let guessed = InputFormat.guess(path: path) { return guessed }
-        if path == "-" { throw parsed.error("reading stdin needs --format csv|ndjson") }
-        throw parsed.error("cannot tell the format of \(path) from its extension; pass --format csv|ndjson")
-    }
-
-    /// A regular file's first read: its repeated tokens, its fingerprint, every NDJSON key, and
-    /// how to open it again. Stdin is read once: none of these.
-    static func firstRead(_ parsed: ParsedArguments, input: InputFile, path: String, format: InputFormat, reader: TokenFileReader,
-                          configured: Set<ProviderID>, campaign: String, defaultProvider: ProviderID, shard: ShardSpec,
-                          templateTexts: [String]) throws -> (FirstRead, (() throws -> TokenFileReader)?) {
-        let fileName = reader.fileName
-        guard path != "-" && input.isRegularFile else {
-            // NDJSON read once (stdin): a placeholder's key may first appear on any line; it is a
-            // column from the start, and rows without it render it empty.
-            reader.declareColumns(templateTexts.flatMap { PayloadTemplate.placeholderNames(in: $0) })
-            return (FirstRead(plan: nil, columns: [], inputHash: "stdin", shardRows: nil), nil)
-        }
-        // A first read finds the repeated tokens (and counts the rows for the progress line),
-        // with memory that stays flat whatever the file's size. It also sees every NDJSON key:
-        // the readers that send declare them all, so a key first seen on line 2 is a column
-        // from row 1, and a template's placeholders are checked against the whole file.
-        let witness = FirstReadWitness()
-        let hashing: () throws -> (TokenFileReader, HashingByteSource) = {
-            let file = try InputFile(path: path)
-            witness.identity = file.identity
-            let recorder = ChunkRecordingByteSource(InputFileSource(file))
-            witness.recorder = recorder
-            let source = HashingByteSource(recorder)
-            return (try TokenFileReader(source: source, format: format, fileName: fileName), source)
-        }
-        let first = try planDuplicates(parsed, path: path, open: hashing, configured: configured,
-                                       campaign: campaign, defaultProvider: defaultProvider, shard: shard)
-        reader.declareColumns(first.columns)
-        let reopen = {
-            let again = try TokenFileReader(source: try witness.verifiedSource(path: path), format: format, fileName: fileName)
-            again.declareColumns(first.columns)
-            return again
-        }
-        return (first, reopen)
-    }
-
-    /// Each configured provider's template compiled against the input's columns.
-    static func renderings(_ setups: [any ProviderSetup], templates: [(path: String, text: String)],
-                           columns: [String]) throws -> [ProviderID: any ProviderRendering] {
-        var renderings: [ProviderID: any ProviderRendering] = [:]
-        for (setup, template) in zip(setups, templates) {
-            renderings[setup.id] = try setup.rendering(template: template.text, path: template.path, columns: columns)
-        }
-        return renderings
-    }
-
-    /// What each provider's module gets from the command: the secret-file reader, the
-    /// environment, the clocks, --ca-file's trust, stderr, and one-off requests on a fresh
-    /// connection (an OAuth2 token exchange).
-    static func providerContext(_ parsed: ParsedArguments) throws -> ProviderContext {
-        var trust = TLSConfiguration()
-        trust.additionalCAFile = parsed.value("ca-file")
-        return ProviderContext(
-            files: SecretFile.read, environment: { ProcessInfo.processInfo.environment[$0] }, wallClock: SystemWallClock(),
-            monotonicClock: SystemMonotonicClock(), trust: trust, notice: { Console.error($0) },
-            sendOne: { endpoint, tls, request in
-                do {
-                    let tuning = try ConnectionTuning(parsed)
-                    return SingleRequest.perform(request, client: try client(endpoint, tls: tls, connections: 1, streams: 1, tuning)).mapError { $0 }
-                } catch {
-                    return .failure(error)
-                }
-            })
-    }
-
-    /// Each provider's option group, read by its module: the configured ones, in catalog order.
-    static func configureProviders(_ parsed: ParsedArguments) throws -> [any ProviderSetup] {
-        let context = try providerContext(parsed)
-        let setups = try StandardProviders.commandLines.compactMap { try $0.configure(parsed, context: context) }
-        guard !setups.isEmpty else {
-            throw parsed.error("no provider to send to: give APNs credentials (--apns-key... or --apns-cert) with --payload, "
-                + "and/or an FCM service account (--fcm-credentials) with --fcm-payload")
-        }
-        return setups
-    }
-
-    /// `inputPath` and `campaignInput`: a database snapshot's path, and its query, which names the
-    /// campaign instead of the path (each shard's snapshot has a path of its own).
-    static func makePlan(_ parsed: ParsedArguments, inputPath: String? = nil, campaignInput: String? = nil) throws -> Plan {
-        guard let path = inputPath ?? parsed.positional("file") else { throw parsed.error("missing the token file (or --from URL --query SQL)") }
-        let format = try inputFormat(parsed, path: path)
-        let catalog = ProviderCatalog.standard
-        let defaultProvider = catalog.provider(named: try parsed.choice("provider", from: catalog.ids.map(\.rawValue)) ?? "apns")!
-
-        // Credentials first: a key that cannot be read stops the run before anything else.
-        let setups = try configureProviders(parsed)
-
-        let input: InputFile
-        do { input = try InputFile(path: path) } catch { throw CommandFailure(error.description) }
-        let fileName = path == "-" ? "<stdin>" : path
-        let reader: TokenFileReader
-        do {
-            reader = try TokenFileReader(source: InputFileSource(input), format: format, fileName: fileName)
-        } catch {
-            throw CommandFailure("\(error)")
-        }
-        if format == .csv { _ = try strictLayout(reader, parsed, defaultProvider, fileName) }
-
-        let templates = try setups.map { try templateFile(parsed, $0.template) }
-        let templateTexts = templates.map(\.text)
-        let campaign = parsed.value("campaign") ?? defaultCampaign(template: templateTexts.joined(separator: "\u{0}"), input: campaignInput ?? fileName)
-        let configured = Set(setups.map(\.id))
-
-        let shard = try shardSpec(parsed)
-        let (first, reopen) = try firstRead(parsed, input: input, path: path, format: format, reader: reader, configured: configured,
-                                            campaign: campaign, defaultProvider: defaultProvider, shard: shard, templateTexts: templateTexts)
-        let duplicatePlan = first.plan
-        // Every read that sends opens the file again, verified chunk by chunk against the first
-        // read; the reader opened for the header is not one of them.
-        let sending = try reopen.map { reopen in
-            do { return try reopen() } catch { throw CommandFailure("cannot read \(fileName): \(error)") }
-        } ?? reader
-        let layout = reopen != nil || format == .csv ? try strictLayout(sending, parsed, defaultProvider, fileName)
-            : RowLayout(growing: sending.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
-
-        let renderings = try renderings(setups, templates: templates, columns: sending.columns)
-        var core = CampaignPlan(inputPath: path, fileName: fileName, format: format, reader: sending, layout: layout, renderings: renderings,
-                                catalog: catalog, campaign: campaign)
-        core.totalRows = first.shardRows
-        core.reopen = reopen
-        core.duplicatePlan = duplicatePlan
-        var plan = Plan(core: core, setups: setups)
-        plan.inputFingerprint = first.inputHash
-        plan.shard = shard
-        plan.inputRows = duplicatePlan?.rows
-        plan.shardMap = first.map
-        var fingerprint = ContentHash()
-        let fixed = templateTexts + StandardProviders.commandLines.flatMap { $0.fingerprintLines(parsed) }
-        for text in fixed { Array((text + "\u{0}").utf8).withUnsafeBytes { fingerprint.add($0) } }
-        plan.templatesFingerprint = fingerprint.hex
-        return plan
-    }
-
-    /// The layout a header (CSV) or the whole file's keys (NDJSON read twice) must give: a token
-    /// column, and the --id-column when one is named.
-    static func strictLayout(_ reader: TokenFileReader, _ parsed: ParsedArguments, _ defaultProvider: ProviderID,
-                             _ fileName: String) throws -> RowLayout {
-        do {
-            return try RowLayout(columns: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider, fileName: fileName)
-        } catch {
-            throw CommandFailure(error.description)
-        }
-    }
-
-    /// A template option's file and its text.
-    static func templateFile(_ parsed: ParsedArguments, _ option: TemplateOption) throws -> (path: String, text: String) {
-        guard let path = parsed.value(option.option) else { throw parsed.error(option.missing) }
-        return (path, try readTemplate(path, what: option.what))
-    }
-
-    /// The first read of a regular file: its duplicate plan, and every column (NDJSON key) it holds.
-    static func planDuplicates(_ parsed: ParsedArguments, path: String, open: () throws -> (TokenFileReader, HashingByteSource),
-                               configured: Set<ProviderID>, campaign: String,
-                               defaultProvider: ProviderID, shard: ShardSpec) throws -> FirstRead {
-        do {
-            var (first, source) = try open()
-            let reader = first
-            var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
-                                    renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
-                                    recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured, catalog: .standard)
-            keyer.shard = shard
-            var owned = 0
-            let map = shard.isSplit ? try ShardRowMap(directory: NSTemporaryDirectory()) : nil
-            // A compressed export holds more rows than its size says: size the plan for 8:1.
-            let size = (FileSystem.size(path) ?? 0) * (isCompressed(path) ? 8 : 1)
-            // A big file takes seconds: say what happens before the first send.
-            let tell = size > 32 << 20 && !parsed.flag("quiet")
-            let started = Reactor.nowNanoseconds()
-            if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
-            var rows = 0
-            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), directory: NSTemporaryDirectory(),
-                                                        malformed: { row in
-                                                            if shard.owns(row: row) { owned += 1 }
-                                                            try map?.mark(row: row, owned: shard.owns(row: row))
-                                                        }) { view throws in
-                rows += 1
-                if rows & 0xFFFF == 0 && StopSignals.received > 0 { throw Interrupted() }
-                keyer.follow(reader)
-                let key = keyer.planKey(view)
-                if key.owned { owned += 1 }
-                try map?.mark(row: view.row, owned: key.owned)
-                return key.hashes
-            }
-            if tell {
-                Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
-                                     duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
-            }
-            map?.linesAreRows = reader.format == .csv && reader.irregularRecords == 0
-            try map?.finish()
-            return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned, map: map)
-        } catch is Interrupted {
-            throw Interrupted()
-        } catch let error as DecompressionError {
-            throw CommandFailure("cannot read \(error)")
-        } catch let error as InputProblem {
-            throw CommandFailure("cannot read \(path): \(error)")
-        } catch {
-            throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
-        }
-    }
-
-    /// Whether the file starts with a gzip or zstd magic.
-    static func isCompressed(_ path: String) -> Bool {
-        guard let file = try? InputFile(path: path) else { return false }
-        var prefix = [UInt8](repeating: 0, count: 4)
-        let n = (try? file.read(into: &prefix)) ?? 0
-        return InputCompression.sniff(prefix.prefix(n)) != .none
-    }
-
-    static func readTemplate(_ path: String, what: String) throws -> String {
-        guard let data = (try? readWholeFile(path)) ?? nil else { throw CommandFailure("cannot read the \(what) \(path)") }
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    /// A stable campaign id: 16 hex digits of a hash of the template and the input's name.
-    static func defaultCampaign(template: String, input: String) -> String {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in Array(template.utf8) + [0] + Array(input.utf8) {
-            h ^= UInt64(byte)
-            h &*= 0x0000_0100_0000_01B3
-        }
-        let hex = String(h, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
-
-    // MARK: - check
-
-    /// A device token as pushcast prints it outside the results and prune files: its first 8
-    /// characters and its length, enough to recognise it and too little to send to it.
-    static func redacted(_ token: String) -> String {
-        token.count <= 8 ? "<\(token.count) chars>" : "\(token.prefix(8))…<\(token.count) chars>"
-    }
-
-    /// What `check` counts over the whole input.
-    struct CheckTally {
-        var resumeCounts = (finished: 0, unknown: 0)
-        var summary = CampaignSummary()
-        var toSend: [ProviderID: Int] = [:]
-        var largest: [ProviderID: Int] = [:]
-        var samples: [ProviderID: PreparedNotification] = [:]
-        var unconfigured: [ProviderID: (rows: Int, first: Int)] = [:]
-
-        mutating func add(_ prepared: PreparedRow, preview: CampaignDurability.Preview?) {
-            switch prepared {
-            case .send(let n):
-                switch preview?.verdict(row: n.row, provider: n.provider) ?? .send {
-                case .skip: resumeCounts.finished += 1; return
-                case .unknown: resumeCounts.unknown += 1; return
-                case .send: break
-                }
-                toSend[n.provider, default: 0] += 1
-                largest[n.provider] = max(largest[n.provider] ?? 0, n.payload.count)
-                if samples[n.provider] == nil { samples[n.provider] = n }
-            case .finished(let outcome):
-                if preview?.recovered.isFinished(outcome.row) == true { resumeCounts.finished += 1; return }
-                summary.record(outcome)
-                if outcome.reason == OutcomeReason.providerNotConfigured, let provider = outcome.provider {
-                    let seen = unconfigured[provider]
-                    unconfigured[provider] = ((seen?.rows ?? 0) + 1, seen?.first ?? outcome.row)
-                } else if let error = outcome.error {
-                    Console.error("pushcast check: row \(outcome.row): \(error)")
-                }
-            case .skipped:
-                break
-            }
-        }
-    }
-
-    static func check(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
-        var preparer = plan.core.preparer(sends: Set(plan.renderings.keys), recordsUnroutable: true)
-        let preview = parsed.flag("resume") && plan.inputPath != "-" ? try resumePreview(plan, resultsPath: resultsPath(plan, parsed),
-            format: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!) : nil
-        var tally = CheckTally()
-        let reader = plan.reader
-        plan.core.skipOtherShards(reader)
-        while true {
-            let record: InputRecord?
-            do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
-            guard let record else { break }
-            preparer.follow(reader)
-            tally.add(preparer.prepare(record), preview: preview)
-        }
-        Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))"
-            + ", fingerprint \(plan.inputFingerprint)" + (plan.shard.isSplit ? ", shard \(plan.shard): \(plan.totalRows ?? 0) of \(plan.inputRows ?? 0) rows" : ""))
-        printProviders(plan, tally)
-        if preview != nil || parsed.flag("resume") {
-            Console.out("resume: \(tally.resumeCounts.finished) rows finished, \(tally.resumeCounts.unknown) would be recorded unknown "
-                + "(InterruptedInFlight: they may have gone out; --retry-unknown sends them), the rest below to send")
-        }
-        let summary = tally.summary
-        Console.out("would not send: " + [OutcomeKind.invalid, .duplicate, .failed].map { "\($0.rawValue) \(summary.outcomes[$0])" }.joined(separator: ", "))
-        if !summary.reasons.isEmpty {
-            Console.out("reasons: " + summary.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-        }
-        // Proves the credentials work by signing with them or loading them; nothing connects, and
-        // no secret is printed.
-        for setup in plan.setups { for line in try setup.credentialLines() { Console.out(line) } }
-        guard tally.unconfigured.isEmpty else {
-            for (provider, seen) in tally.unconfigured.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-                let flags = StandardProviders.commandLines.first { $0.id == provider }?.credentialHint ?? "its options"
-                Console.error("pushcast check: \(seen.rows) rows need \(provider.rawValue), which has no credentials "
-                    + "(first: data row \(seen.first) of \(plan.fileName)); give \(flags)")
-            }
-            return .stopped
-        }
-        return .success
-    }
-
-    /// Per provider: what would be sent, and the first request and body (tokens redacted).
-    static func printProviders(_ plan: Plan, _ tally: CheckTally) {
-        for setup in plan.setups {
-            let provider = setup.id
-            Console.out("would send: \(tally.toSend[provider] ?? 0) notifications to \(plan.catalog[provider].displayName) "
-                + "(largest body \(tally.largest[provider] ?? 0) bytes), campaign \(plan.campaign)")
-            let sample = tally.samples[provider]
-            if let line = setup.firstRequestLine(sample: sample.map { (redacted($0.token), $0.messageID) }) { Console.out(line) }
-            if let sample {
-                // A body may carry the token (FCM's message does): printed redacted, like every
-                // token outside the results and prune files.
-                let body = String(decoding: sample.payload, as: UTF8.self)
-                Console.out("first \(setup.bodyName): " + (sample.token.isEmpty ? body : body.replacingOccurrences(of: sample.token, with: redacted(sample.token))))
-            }
-        }
-    }
-
     // MARK: - send
 
-    static func resultsPath(_ plan: Plan, _ parsed: ParsedArguments) -> String {
+    static func resultsPath(_ plan: Plan) -> String {
         let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
-        return plan.shard.expand(parsed.value("results") ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".results.ndjson")
+        return plan.shard.expand(plan.options.results ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".results.ndjson")
     }
 
     static func retryPolicy(_ parsed: ParsedArguments) throws -> RetryPolicy {
@@ -527,7 +196,7 @@ enum SendCommand {
             resendsMax: try parsed.int("max-resends", default: 10, range: 0...1000),
             workers: try CommonOptions.workers(parsed),
             retry: try retryPolicy(parsed),
-            retryUnknown: parsed.flag("retry-unknown"), rates: rates, pacer: pacer,
+            retryUnknown: plan.options.retryUnknown, rates: rates, pacer: pacer,
             startJitter: try parsed.duration("start-jitter", range: .zero...(.seconds(86_400))))
         tuning.retryAfterMaxNanoseconds = CommonOptions.nanoseconds(try parsed.duration("max-retry-after", default: .seconds(60),
                                                                                        range: .zero...(.seconds(86_400))))
@@ -568,10 +237,10 @@ enum SendCommand {
         let base = plan.inputPath == "-" ? "stdin" : plan.inputPath
         try requireShardPlaceholders(plan, parsed)
         var output = CampaignOutput(
-            resultsPath: resultsPath(plan, parsed),
-            resultsFormat: ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!,
-            prunePath: plan.shard.expand(parsed.value("prune") ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".prune.csv"),
-            summaryPath: parsed.value("summary").map { plan.shard.expand($0) },
+            resultsPath: resultsPath(plan),
+            resultsFormat: plan.options.resultsFormat,
+            prunePath: plan.shard.expand(plan.options.prune ?? base + (plan.shard.isSplit ? ".shard-{shard}" : "") + ".prune.csv"),
+            summaryPath: plan.options.summary.map { plan.shard.expand($0) },
             progress: OperatorOptions.redrawnProgress(parsed))
         output.identity = CampaignIdentity(shard: plan.shard.isSplit ? plan.shard : nil, campaign: plan.campaign, input: plan.inputFingerprint,
                                            inputRows: plan.inputRows)
@@ -589,9 +258,7 @@ enum SendCommand {
     static func send(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {
         for setup in plan.setups { try setup.requireSendable() }
         let output = try sendOutput(plan, parsed)
-        let view = ParsedArgumentsView(resume: parsed.flag("resume"), force: parsed.flag("force"), retryUnknown: parsed.flag("retry-unknown"),
-                                       quiet: parsed.flag("quiet"), fsync: try parsed.choice("fsync", from: ["batch", "always", "never"]) ?? "batch")
-        let durability = try prepareDurability(plan, view, output: output)
+        let durability = try prepareDurability(plan, plan.options, output: output)
         let now = Reactor.nowNanoseconds()
         let tuning = try tuning(plan, parsed, now: now)
         let stopBox = StopSignal()
@@ -605,7 +272,7 @@ enum SendCommand {
         } catch {
             throw CommandFailure(error.description)
         }
-        startJitter(tuning.startJitter, quiet: parsed.flag("quiet"))
+        startJitter(tuning.startJitter, quiet: plan.options.quiet)
         let run = CampaignRun(feeds: feeds, lanes: lanes, output: output, totalRows: plan.totalRows,
                               started: { stopBox.attach($0) }, log: Console.engineLog(redrawnLine: output.progress))
         run.durability = durability

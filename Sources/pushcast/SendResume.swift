@@ -1,3 +1,4 @@
+import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastProviderKit
@@ -10,7 +11,7 @@ extension SendCommand {
 
     /// The journal locked for this run, and what the earlier runs left (the engine's
     /// `CampaignDurability.open`; a refusal exits 2 before anything is sent).
-    static func prepareDurability(_ plan: Plan, _ parsed: ParsedArgumentsView, output: CampaignOutput) throws -> CampaignDurability {
+    static func prepareDurability(_ plan: Plan, _ parsed: SendOptions, output: CampaignOutput) throws -> CampaignDurability {
         let fingerprint = CampaignFingerprint(campaign: plan.campaign, input: plan.inputFingerprint, templates: plan.templatesFingerprint,
                                               providers: plan.renderings.keys.map(\.rawValue).sorted().joined(separator: ","),
                                               resultsFormat: output.resultsFormat.rawValue,
@@ -45,11 +46,30 @@ extension SendCommand {
     }
 }
 
-/// The options the durability code reads, taken from the command line once.
-struct ParsedArgumentsView {
+/// The switches and outputs of `send` and `check`, read from the command line once (the
+/// providers' groups are read by their modules, the pacing by `tuning`).
+struct SendOptions {
+    var sending: Bool
     var resume: Bool
     var force: Bool
     var retryUnknown: Bool
     var quiet: Bool
     var fsync: String
+    var results: String?
+    var resultsFormat: ResultsFormat
+    var prune: String?
+    var summary: String?
+
+    init(_ parsed: ParsedArguments, checkOnly: Bool) throws {
+        sending = !(checkOnly || parsed.flag("dry-run"))
+        resume = parsed.flag("resume")
+        force = parsed.flag("force")
+        retryUnknown = parsed.flag("retry-unknown")
+        quiet = parsed.flag("quiet")
+        fsync = try parsed.choice("fsync", from: ["batch", "always", "never"]) ?? "batch"
+        results = parsed.value("results")
+        resultsFormat = ResultsFormat(rawValue: try parsed.choice("results-format", from: ["ndjson", "csv"]) ?? "ndjson")!
+        prune = parsed.value("prune")
+        summary = parsed.value("summary")
+    }
 }
