@@ -8,7 +8,6 @@
 
 import Foundation
 import PushcastCore
-@testable import PushcastEngine
 import PushcastFCM
 import PushcastMock
 import PushcastProviderKit

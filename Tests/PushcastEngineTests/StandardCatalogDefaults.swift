@@ -88,6 +88,7 @@ extension RowPreparer {
 /// The APNs send loop: `SendWorkload` with the APNs adapter.
 typealias APNsWorkload = SendWorkload<APNsAdapter>
 
+/// The token request over a fresh connection, as the pushcast command makes it.
 extension FCMTokenFetcher {
     static func fetch(account: FCMServiceAccount, signer: RS256Signer, client: ClientConfiguration, path: String,
                       nowEpochSeconds: @Sendable () -> Int64) -> Result<OAuthAccessToken, FCMTokenFetchError> {
