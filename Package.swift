@@ -47,9 +47,16 @@ let package = Package(
         .target(name: "PushcastInput", dependencies: ["PushcastCore", "CCompression"], swiftSettings: hotPath),
         // The one JSON reader (JSONScanner), the JSON writer, and the payload template both providers render.
         .target(name: "PushcastJSON", swiftSettings: hotPath),
-        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
-        // FCM HTTP v1: service-account OAuth2 (RS256), the message template, the error table.
-        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "COpenSSL"], swiftSettings: hotPath),
+        // What a provider implements (PushProvider, ProviderRendering, ProviderAdapter, its reason
+        // table) and the catalog type; the engine sees providers only through these.
+        .target(name: "PushcastProviderKit", dependencies: ["PushcastCore", "PushcastWire", "PushcastCommandLine"], swiftSettings: hotPath),
+        // One module per provider: APNs (token and certificate auth), FCM HTTP v1 (service-account OAuth2).
+        .target(name: "PushcastAPNs", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
+                swiftSettings: hotPath),
+        .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
+                swiftSettings: hotPath),
+        // The catalog the command sends to, one line per provider.
+        .target(name: "PushcastProviders", dependencies: ["PushcastProviderKit", "PushcastAPNs", "PushcastFCM", "PushcastEngine"]),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
         // Blocking calls that are not the network: files, the journal's storage, scratch files,
         // signals, the process, resource usage, the environment and the clocks.
@@ -57,11 +64,10 @@ let package = Package(
         // The event loop: io_uring or epoll, sockets, timers (its clock is PushcastSystem's).
         .target(name: "PushcastReactor", dependencies: ["PushcastCore", "PushcastSystem", "CURing"], swiftSettings: hotPath),
         .target(name: "PushcastTransport", dependencies: ["PushcastCore", "PushcastWire", "PushcastReactor", "PushcastSystem"], swiftSettings: hotPath),
-        // Campaign logic. Files, clocks and wake-ups come in through PushcastCore's protocols;
-        // PushcastReactor is listed for FCMSend's refresher thread alone (its sleep and clock).
+        // Campaign logic. Files, clocks and wake-ups come in through PushcastCore's protocols.
         .target(
             name: "PushcastEngine",
-            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastInput"],
+            dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastTransport", "PushcastProviderKit", "PushcastInput"],
             // MemberImportVisibility: a file sees only the members of the modules it imports, so
             // no Foundation API reaches an engine file through another file's import.
             swiftSettings: hotPath + [.enableUpcomingFeature("MemberImportVisibility")]),
@@ -70,29 +76,34 @@ let package = Package(
         .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
-                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor", "PushcastSystem"]),
+                dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastProviderKit", "PushcastProviders",
+                               "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor", "PushcastSystem"]),
         // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
         // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
         .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastEngine", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders", "PushcastEngine", "PushcastWire", "PushcastReactor",
+                           "PushcastSystem", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput", "CCompression"]),
         .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),
-        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastSystem", "COpenSSL"]),
-        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastSystem", "COpenSSL"]),
-        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastFCM", "PushcastJSON", "PushcastSystem"]),
-        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),
+        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastCommandLine",
+                                                             "PushcastWire", "COpenSSL"]),
+        .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastMock", "PushcastCommandLine",
+                                                            "PushcastTransport", "PushcastWire", "COpenSSL"]),
+        .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastAPNs", "PushcastFCM", "PushcastJSON",
+                                                               "PushcastProviderKit", "PushcastProviders", "PushcastTransport", "PushcastSystem"]),
+        .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastSystemTests", dependencies: ["PushcastSystem", "PushcastCore"]),
         .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM", "PushcastSystem"]),
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
-                                   "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs"]),
+                                   "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders"]),
         .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
         .testTarget(name: "PushcastDatabaseTests", dependencies: ["PushcastDatabase"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),

@@ -49,7 +49,8 @@ DECL = re.compile(r'^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|filepriva
 ALWAYS = {'Swift', 'Synchronization', '_Concurrency'}
 LIBC = {'Glibc', 'Musl'}
 SWIFT_MODULES = {'PushcastCore', 'PushcastCommandLine', 'PushcastJSON', 'PushcastInput', 'PushcastWire',
-                 'PushcastAPNs', 'PushcastFCM', 'PushcastSystem', 'PushcastReactor', 'PushcastTransport', 'PushcastDatabase',
+                 'PushcastProviderKit', 'PushcastAPNs', 'PushcastFCM', 'PushcastProviders', 'PushcastSystem', 'PushcastReactor',
+                 'PushcastTransport', 'PushcastDatabase',
                  'PushcastEngine', 'PushcastMock', 'PushcastSimulation', 'PushcastFuzzing'}
 
 # module: (what it may import, why)
@@ -60,8 +61,14 @@ IMPORT_RULES = {
     'PushcastJSON': (set(), 'the one JSON reader and writer: depends on nothing'),
     'PushcastInput': ({'PushcastCore', 'CCompression'}, 'sans-I/O CSV / NDJSON readers over a ByteSource'),
     'PushcastWire': ({'PushcastCore', 'COpenSSL', 'CNGHTTP2'} | LIBC, 'sans-I/O TLS and HTTP/2 over memory'),
-    'PushcastAPNs': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'COpenSSL'}, 'APNs rules; never PushcastFCM'),
-    'PushcastFCM': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'COpenSSL'}, 'FCM rules; never PushcastAPNs'),
+    'PushcastProviderKit': ({'PushcastCore', 'PushcastWire', 'PushcastCommandLine'},
+                            'what a provider implements and the catalog type: the engine sees providers only through it'),
+    'PushcastAPNs': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastProviderKit', 'PushcastCommandLine', 'COpenSSL'},
+                     'the APNs provider; never another provider'),
+    'PushcastFCM': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastProviderKit', 'PushcastCommandLine', 'COpenSSL'},
+                    'the FCM provider; never another provider'),
+    'PushcastProviders': ({'PushcastProviderKit', 'PushcastEngine', 'PushcastAPNs', 'PushcastFCM'},
+                          'the catalog the command sends to, one line per provider'),
     'PushcastSystem': ({'PushcastCore', 'CSystem'} | LIBC,
                        'a system module: files, the journal, signals, the process, the environment, the clocks'),
     'PushcastReactor': ({'PushcastCore', 'PushcastSystem', 'CURing'} | LIBC,
@@ -70,13 +77,14 @@ IMPORT_RULES = {
                           'client and server workers: one thread, one reactor each'),
     'PushcastDatabase': ({'PushcastCore', 'CSQLite', 'CPostgres', 'CMariaDB'} | LIBC,
                          'database clients, used before a campaign starts and by prune-apply'),
-    'PushcastEngine': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastTransport', 'PushcastAPNs',
-                        'PushcastFCM', 'PushcastInput'},
-                       'campaign logic; files, clocks and threads come in through protocols, not PushcastSystem or PushcastReactor'),
+    'PushcastEngine': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastTransport', 'PushcastProviderKit',
+                        'PushcastInput'},
+                       'campaign logic; providers come in through PushcastProviderKit, files, clocks and threads through '
+                       'protocols, not PushcastSystem or PushcastReactor'),
     'PushcastMock': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastReactor', 'PushcastSystem', 'PushcastTransport',
                       'PushcastAPNs', 'PushcastFCM'}, 'the mock APNs and FCM server'),
     'PushcastSimulation': ({'PushcastCore', 'PushcastJSON', 'PushcastEngine', 'PushcastTransport', 'PushcastWire',
-                            'PushcastAPNs', 'PushcastFCM', 'PushcastInput'},
+                            'PushcastProviderKit', 'PushcastProviders', 'PushcastAPNs', 'PushcastFCM', 'PushcastInput'},
                            'whole campaigns in memory on a virtual clock: no PushcastReactor, no PushcastSystem'),
     'PushcastFuzzing': ({'PushcastCore', 'PushcastJSON', 'PushcastInput', 'PushcastAPNs', 'PushcastFCM',
                          'PushcastWire'}, 'fuzz bodies: pure functions of bytes'),
@@ -86,8 +94,7 @@ IMPORT_RULES = {
 
 # (file, module imported): why the import is there today. Each entry is one to remove.
 IMPORT_EXCEPTIONS = {
-    ('Sources/PushcastEngine/FCMSend.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to move to PushcastTransport',
-    ('Sources/PushcastEngine/FCMSend.swift', 'PushcastReactor'): 'SystemMonotonicClock, Reactor.sleep: to take both from the caller',
+    ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to take a thread and a waiter from the caller',
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
@@ -125,8 +132,8 @@ SYSCALL_PATTERNS = (
 SYSCALL_EXCEPTIONS = {
     ('Sources/PushcastWire/TLSContext.swift', 'access('): "the system trust store is OpenSSL's (docs/ARCHITECTURE.md, Syscalls outside the system modules)",
     ('Sources/PushcastWire/TLSContext.swift', 'getenv('): "SSL_CERT_DIR: the system trust store is OpenSSL's (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/SendCommand.swift', 'NSTemporaryDirectory('): "TMPDIR, a read of the environment (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/SendCommand.swift', 'ProcessInfo'): "GOOGLE_APPLICATION_CREDENTIALS and passphrase variables (docs/ARCHITECTURE.md)",
+    ('Sources/pushcast/SendPlan.swift', 'NSTemporaryDirectory('): "TMPDIR, a read of the environment (docs/ARCHITECTURE.md)",
+    ('Sources/pushcast/SendPlan.swift', 'ProcessInfo'): "the environment the provider modules read (GOOGLE_APPLICATION_CREDENTIALS, passphrase variables; docs/ARCHITECTURE.md)",
 }
 
 CLOCK_PATTERNS = (
@@ -146,7 +153,7 @@ CLOCK_PATTERNS = (
 # (file, clock read): why it is there today.
 CLOCK_EXCEPTIONS = {
     ('Sources/PushcastTransport/Threads.swift', 'SystemClock.monotonicNanoseconds()'): "ThreadCondition's timed wait: pthread takes an absolute CLOCK_MONOTONIC deadline",
-    ('Sources/PushcastEngine/FCMSend.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to move behind a PushcastReactor waiter",
+    ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to take a waiter from the caller",
     ('Sources/PushcastMock/MockFCM.swift', 'Reactor.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",
     ('Sources/PushcastMock/MockProjectQuota.swift', 'Reactor.nowNanoseconds()'): "the mock's project quota: to take a MonotonicClock",
     ('Sources/PushcastMock/MockResponder.swift', 'Reactor.nowNanoseconds()'): "the mock's rate limit: to take a MonotonicClock",
@@ -157,8 +164,8 @@ CLOCK_EXCEPTIONS = {
     ('Sources/pushcast/MockCommand.swift', 'DispatchTime.now'): "mock --duration deadline: to use SystemMonotonicClock",
     ('Sources/pushcast/PruneApplyCommand.swift', 'Reactor.wallClockSeconds()'): "the CLI times prune-apply: to use SystemWallClock",
     ('Sources/pushcast/ReportCommand.swift', 'Date()'): "the CLI times the report: to use SystemMonotonicClock",
-    ('Sources/pushcast/SendCommand.swift', 'Reactor.nowNanoseconds()'): "the CLI times the first read and seeds --start-jitter: to use SystemMonotonicClock",
-    ('Sources/pushcast/SendCommand.swift', 'Reactor.wallClockSeconds()'): "the CLI stamps the summary and journal: to use SystemWallClock",
+    ('Sources/pushcast/SendCommand.swift', 'Reactor.nowNanoseconds()'): "the CLI seeds --start-jitter and starts the rate limiters: to use SystemMonotonicClock",
+    ('Sources/pushcast/SendPlan.swift', 'Reactor.nowNanoseconds()'): "the CLI times the first read: to use SystemMonotonicClock",
     ('Sources/pushcast/SendObservers.swift', 'Date()'): "progress and metrics timestamps: to use SystemWallClock",
     ('Sources/pushcast/SendSnapshot.swift', 'Reactor.nowNanoseconds()'): "the CLI times the snapshot: to use SystemMonotonicClock",
 }

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 
 /// A campaign as Prometheus metrics, in the text exposition format (version 0.0.4), for
 /// node_exporter's textfile collector: the batch-job convention of a file rewritten atomically
@@ -19,8 +20,11 @@ public struct CampaignMetrics {
     public static let latencyBounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
     private var previous: (elapsed: Double, rows: [ProviderID: Int])?
     private var startEpochSeconds: Double?
+    /// The reasons that are labels (the catalog's providers' and pushcast's own).
+    private let reasons: ReasonCatalog
 
-    public init(campaign: String, shard: ShardSpec?, lastSuccessEpochSeconds: Double? = nil) {
+    public init(campaign: String, shard: ShardSpec?, catalog: ProviderCatalog, lastSuccessEpochSeconds: Double? = nil) {
+        reasons = ReasonCatalog(catalog)
         self.campaign = campaign
         self.shard = shard.map { "\($0.index)/\($0.count)" } ?? "0/1"
         self.lastSuccessEpochSeconds = lastSuccessEpochSeconds
@@ -78,7 +82,7 @@ public struct CampaignMetrics {
                    "Rows by the reason the provider or pushcast gave; reasons outside pushcast's table are counted as other.")
         for provider in order {
             var byLabel: [String: Int] = [:]
-            for (reason, count) in providers[provider]!.reasons { byLabel[ReasonCatalog.label(reason), default: 0] += count }
+            for (reason, count) in providers[provider]!.reasons { byLabel[reasons.label(reason), default: 0] += count }
             for (label, count) in byLabel.sorted(by: { $0.key < $1.key }) {
                 out.sample("pushcast_reason_rows_total", [("provider", provider.rawValue), ("reason", label)], Double(count))
             }

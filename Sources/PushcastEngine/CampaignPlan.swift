@@ -1,5 +1,6 @@
 import PushcastCore
 import PushcastInput
+import PushcastProviderKit
 
 /// Everything a campaign decides before its first send that is not about one provider's
 /// credentials: the input and its first read, the columns, each configured provider's

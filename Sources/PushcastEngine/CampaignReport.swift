@@ -1,5 +1,6 @@
 import PushcastJSON
 import PushcastCore
+import PushcastProviderKit
 
 /// What `pushcast report` shows, gathered in one pass over the results (any number of files:
 /// one campaign, its shards, a campaign still running), each provider's timeline, and the
@@ -24,13 +25,20 @@ public struct CampaignReport {
     public static let unknownReasonsMax = 200
     public static let otherReasons = "(other reasons)"
 
+    /// The providers the results may name, and what their reasons mean.
+    public let columns: ResultColumns
+    public let reasons: ReasonCatalog
+
     public struct FailureKey: Hashable, Sendable {
         public let provider: ProviderID?
         public let outcome: OutcomeKind
         public let reason: String
     }
 
-    public init() {}
+    public init(catalog: ProviderCatalog) {
+        columns = ResultColumns(catalog)
+        reasons = ReasonCatalog(catalog)
+    }
 
     /// Streams one results file into the report.
     public mutating func add(resultsFile path: String, files storage: any FileStorage) throws(CampaignError) {
@@ -39,7 +47,7 @@ public struct CampaignReport {
             var byte = [UInt8](repeating: 0, count: 1)
             if (try? byte.withUnsafeMutableBytes { try file.read(into: $0) }) == 1 { firstByte = byte[0] }
         }
-        var stream = ResultsStream(path: path, format: ResultsStream.format(of: path, firstByte: firstByte), files: storage)
+        var stream = ResultsStream(path: path, format: ResultsStream.format(of: path, firstByte: firstByte), columns: columns, files: storage)
         try stream.read { record in self.record(record) }
         files.append(path)
         if stream.tornBytes > 0 { tornLines += 1 }
@@ -47,7 +55,7 @@ public struct CampaignReport {
 
     mutating func record(_ original: OutcomeRecord) {
         var r = original
-        if let reason = r.reason, ReasonCatalog.entry(reason) == nil, !unknownReasons.contains(reason) {
+        if let reason = r.reason, reasons.entry(reason) == nil, !unknownReasons.contains(reason) {
             if unknownReasons.count < Self.unknownReasonsMax { unknownReasons.insert(reason) } else { r.reason = Self.otherReasons }
         }
         counted.record(r)
@@ -94,7 +102,7 @@ public struct CampaignTimeline {
     public init() {}
 
     /// Reads one timeline file; a missing file adds nothing. Lines that do not parse are skipped.
-    public mutating func add(path: String, files storage: any FileStorage, catalog: ProviderCatalog = .standard) {
+    public mutating func add(path: String, files storage: any FileStorage, catalog: ProviderCatalog) {
         guard let bytes = try? storage.readWholeFile(path) else { return }
         files += 1
         var last: [ProviderID: (rows: Int, retries: Int)] = [:]

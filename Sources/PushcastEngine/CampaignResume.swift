@@ -29,7 +29,7 @@ extension CampaignDurability {
     /// The journal locked for this run, and what the earlier runs left. Refuses (before anything
     /// is sent) a results file that holds lines without --resume or --force, a resume whose
     /// campaign differs, and damaged files. `note` hears what a resume found.
-    public static func open(resultsPath: String, format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
+    public static func open(resultsPath: String, format: ResultsFormat, columns: ResultColumns, fingerprint: CampaignFingerprint, request: ResumeRequest,
                             note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         let file: any JournalStorage
         let journalBytes: [UInt8]
@@ -41,9 +41,9 @@ extension CampaignDurability {
             throw .output(error.description)
         }
         // Its size says whether it holds lines: a fresh or forced run never reads it.
-        let holdsLines = (request.files.size(resultsPath) ?? 0) > (format == .csv ? ResultEncoding.csvHeader.utf8.count : 0)
+        let holdsLines = (request.files.size(resultsPath) ?? 0) > (format == .csv ? columns.csvHeader.utf8.count : 0)
         if holdsLines && request.resume && journalBytes.isEmpty && !request.force {
-            return try resumeWithoutJournal(file: file, resultsPath: resultsPath, format: format, fingerprint: fingerprint,
+            return try resumeWithoutJournal(file: file, resultsPath: resultsPath, format: format, columns: columns, fingerprint: fingerprint,
                                             request: request, note: note)
         }
         guard request.resume && !journalBytes.isEmpty && !request.force else {
@@ -57,19 +57,19 @@ extension CampaignDurability {
                                       retryUnknown: request.retryUnknown, summary: CampaignSummary(), restoredPrune: nil)
         }
         return try resume(file: file, journalBytes: journalBytes, resultsPath: resultsPath,
-                          format: format, fingerprint: fingerprint, request: request, note: note)
+                          format: format, columns: columns, fingerprint: fingerprint, request: request, note: note)
     }
 
     /// The results survive but the journal is gone: the rows with a line are done; of the
     /// others nobody can tell which went out. Only with --retry-unknown (the user accepts that
     /// some of them may get it twice) are they sent; else nothing is, and the message says how
     /// many are at stake and what each way on costs.
-    private static func resumeWithoutJournal(file: any JournalStorage, resultsPath: String, format: ResultsFormat,
+    private static func resumeWithoutJournal(file: any JournalStorage, resultsPath: String, format: ResultsFormat, columns: ResultColumns,
                                              fingerprint: CampaignFingerprint, request: ResumeRequest,
                                              note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         var summary = CampaignSummary()
         var prune = ByteBuffer(capacity: 16 * 1024)
-        let recovered = try RecoveredResults.read(path: resultsPath, format: format, files: request.files) { record in
+        let recovered = try RecoveredResults.read(path: resultsPath, format: format, columns: columns, files: request.files) { record in
             summary.record(record)
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
         }
@@ -88,7 +88,7 @@ extension CampaignDurability {
     }
 
     private static func resume(file: any JournalStorage, journalBytes: [UInt8], resultsPath: String,
-                               format: ResultsFormat, fingerprint: CampaignFingerprint, request: ResumeRequest,
+                               format: ResultsFormat, columns: ResultColumns, fingerprint: CampaignFingerprint, request: ResumeRequest,
                                note: (String) -> Void) throws(CampaignError) -> CampaignDurability {
         var summary = CampaignSummary()
         var prune = ByteBuffer(capacity: 16 * 1024)
@@ -98,7 +98,7 @@ extension CampaignDurability {
             throw .options("--resume: this is not the campaign \(file.path) recorded: \(changed.joined(separator: ", ")) "
                 + "changed. Run it with the same command line and files, or start over with --force")
         }
-        let recovered = try RecoveredResults.read(path: resultsPath, format: format, files: request.files) { record in
+        let recovered = try RecoveredResults.read(path: resultsPath, format: format, columns: columns, files: request.files) { record in
             summary.record(record)
             if record.belongsInPruneFile { ResultEncoding.appendPruneLine(record, to: &prune) }
         }

@@ -1,4 +1,3 @@
-import PushcastAPNs
 import PushcastCore
 import PushcastInput
 import PushcastTransport
@@ -85,23 +84,13 @@ public final class CampaignRun {
         self.log = log
     }
 
-    /// An APNs-only campaign from one reader.
-    public convenience init(reader: any RowSource, preparer: RowPreparer, settings: APNsSendSettings, client: ClientConfiguration,
-                            connections: Int, workers: Int, output: CampaignOutput, machine: Machine, totalRows: Int?,
-                            log: @escaping (String) -> Void) {
-        let lane = ProviderLane.apns(settings: settings, policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
-                                     client: client, connections: connections, workers: workers)
-        self.init(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [lane], output: output, machine: machine,
-                  totalRows: totalRows, log: log)
-    }
-
     /// Runs the campaign to its end: every row read, every notification answered or given up,
     /// every outcome recorded. Output errors before the first send throw; a disk that fills
     /// during the run stops new sends and ends the run with `stoppedBecause` set.
     public func run() throws(CampaignError) -> CampaignSummary {
         let sink = try ResultFilesSink(resultsPath: output.resultsPath, format: output.resultsFormat, prunePath: output.prunePath,
                                        resuming: durability?.recovered != nil, restoredPrune: durability?.restoredPrune,
-                                       files: machine.files)
+                                       columns: ResultColumns(feeds[0].preparer.catalog), files: machine.files)
         let makeClock = machine.monotonicClock
         return run(sinks: [sink]) { lanes, outcomes in LaneCrew(lanes: lanes, outcomes: outcomes, makeClock: makeClock) }
     }

@@ -1,5 +1,6 @@
 import PushcastCore
 import PushcastJSON
+import PushcastProviderKit
 
 /// Which campaign a summary (or a shard's files) belongs to.
 public struct CampaignIdentity: Sendable, Equatable {
@@ -73,7 +74,7 @@ extension CampaignSummary {
     }
 
     /// A summary read back from its JSON file (`--summary`); nil when the bytes are not one.
-    public static func parse(_ bytes: [UInt8], catalog: ProviderCatalog = .standard) -> CampaignSummary? {
+    public static func parse(_ bytes: [UInt8], catalog: ProviderCatalog) -> CampaignSummary? {
         guard case .success(let object) = JSONScanner.parse(bytes), let rows = object["rows"]?.intValue else { return nil }
         var summary = CampaignSummary()
         summary.rows = rows

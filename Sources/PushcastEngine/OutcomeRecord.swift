@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 
 /// What happened to one input row: one line of the results file.
 public struct OutcomeRecord: Sendable, Equatable, PackedTokenAndID {

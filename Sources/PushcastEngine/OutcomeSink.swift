@@ -66,7 +66,7 @@ public final class ResultFilesSink: OutcomeSink {
     /// its lines and new ones follow them; the prune file is written anew, starting with
     /// `restoredPrune` (the prune lines of the rows already finished).
     public init(resultsPath: String, format: ResultsFormat, prunePath: String, resuming: Bool = false,
-                restoredPrune: ByteBuffer? = nil, columns: ResultColumns = .standard, files: any FileStorage) throws(CampaignError) {
+                restoredPrune: ByteBuffer? = nil, columns: ResultColumns, files: any FileStorage) throws(CampaignError) {
         self.format = format
         self.columns = columns
         name = "the results file \(resultsPath) and the prune file \(prunePath)"

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastTransport
 
 /// What a worker's send loop gets from the run.
@@ -39,18 +40,17 @@ public struct ProviderLane: Sendable {
         self.makeWorkload = makeWorkload
     }
 
-    public static func apns(settings: APNsSendSettings, policy: SendPolicy, client: ClientConfiguration, connections: Int,
-                            workers: Int) -> ProviderLane {
-        ProviderLane(provider: .apns, client: client, connections: connections, workers: workers) { c in
-            SendWorkload(adapter: APNsAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
-                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
-        }
+    /// A lane whose workers each send through an adapter `factory` makes.
+    public init<Factory: AdapterFactory>(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,
+                                         policy: SendPolicy, factory: Factory) {
+        self.init(provider: provider, client: client, connections: connections, workers: workers, policy: policy) { factory.makeAdapter() }
     }
 
-    public static func fcm(settings: FCMSendSettings, policy: SendPolicy, client: ClientConfiguration, connections: Int,
-                           workers: Int) -> ProviderLane {
-        ProviderLane(provider: .fcm, client: client, connections: connections, workers: workers) { c in
-            SendWorkload(adapter: FCMAdapter(settings: settings), policy: policy, channel: c.channel, outcomes: c.outcomes,
+    /// A lane whose workers each send through a fresh adapter from `makeAdapter`.
+    public init<Adapter: ProviderAdapter>(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,
+                                          policy: SendPolicy, makeAdapter: @escaping @Sendable () -> Adapter) {
+        self.init(provider: provider, client: client, connections: connections, workers: workers) { c in
+            SendWorkload(adapter: makeAdapter(), policy: policy, channel: c.channel, outcomes: c.outcomes,
                          gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
         }
     }

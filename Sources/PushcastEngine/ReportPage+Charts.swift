@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 
 extension ReportPage {
     static let chartWidth = 1000.0
@@ -165,7 +166,7 @@ extension ReportPage {
         guard !top.isEmpty else { return "<p class=\"note\" data-table=\"failures\" data-empty=\"true\">No row failed, stayed unknown or was invalid.</p>" }
         var html = "<table data-table=\"failures\"><tr><th>reason</th><th>provider</th><th>outcome</th><th>rows</th><th>what it means</th><th>what to do</th><th>see</th></tr>"
         for (key, count) in top {
-            let entry = ReasonCatalog.entry(key.reason)
+            let entry: ReasonCatalog.Entry? = report.reasons.entry(key.reason)
             html += "<tr data-chart=\"failures\" data-reason=\"\(escape(key.reason))\" data-provider=\"\(key.provider?.rawValue ?? "none")\" data-outcome=\"\(key.outcome.rawValue)\" "
                 + "data-value=\"\(count)\"><td>\(escape(key.reason))</td><td>\(key.provider?.rawValue ?? "—")</td><td>\(key.outcome.rawValue)</td>"
                 + "<td class=\"n\">\(count)</td><td>\(escape(entry?.meaning ?? "not in pushcast's reason table"))</td>"

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 
 /// Results file formats.
 public enum ResultsFormat: String, Sendable, CaseIterable {
@@ -89,18 +90,15 @@ public struct ResultColumns: Sendable {
             + ["unregistered_at", "attempts", "latency_ms", "duplicate_of", "error"]).joined(separator: ",") + "\n"
     }
 
-    public static let standard = ResultColumns(.standard)
-
     @inline(__always)
     func field(of provider: ProviderID?) -> Int { provider.map { fieldOf[$0.position] } ?? -1 }
 }
 
 public enum ResultEncoding {
-    public static let csvHeader = ResultColumns.standard.csvHeader
     public static let pruneHeader = "token,provider,reason,unregistered_at,id\n"
 
     /// Appends one results line for `record`.
-    public static func appendLine<Sink: ByteSink>(_ record: OutcomeRecord, format: ResultsFormat, columns: ResultColumns = .standard,
+    public static func appendLine<Sink: ByteSink>(_ record: OutcomeRecord, format: ResultsFormat, columns: ResultColumns,
                                                   to out: inout Sink) {
         switch format {
         case .ndjson: appendJSONLine(record, columns: columns, to: &out)

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 
 /// Reads back a results line exactly as `ResultEncoding.appendJSONLine` writes it: the fields in
 /// their order, strings without escapes, numbers as the encoder prints them. Anything else (a line

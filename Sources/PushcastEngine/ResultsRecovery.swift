@@ -1,5 +1,6 @@
 import PushcastJSON
 import PushcastCore
+import PushcastProviderKit
 
 /// What a resume finds in an earlier run's results file: which rows are finished, their records
 /// (handed to `visit` one at a time, for the summary and the prune file), and where the file's
@@ -29,7 +30,7 @@ public struct RecoveredResults {
 
     /// Reads a results file's bytes. Damage anywhere but the last line throws, naming the line;
     /// so does a row recorded twice.
-    public static func read(_ bytes: [UInt8], format: ResultsFormat, path: String, columns: ResultColumns = .standard,
+    public static func read(_ bytes: [UInt8], format: ResultsFormat, path: String, columns: ResultColumns,
                             visit: (OutcomeRecord) -> Void) throws(CampaignError) -> RecoveredResults {
         var reader = LineReader(format: format, path: path, columns: columns)
         let used = try reader.consume(bytes, visit: visit)
@@ -40,7 +41,7 @@ public struct RecoveredResults {
     /// Reads the results file at `path` (absent: nothing finished) in chunks of `chunkBytes`, so
     /// memory stays flat however long the file is: a resume of 10,000,000 rows read the whole
     /// 2.8 GB file into memory before.
-    public static func read(path: String, format: ResultsFormat, columns: ResultColumns = .standard, files: any FileStorage,
+    public static func read(path: String, format: ResultsFormat, columns: ResultColumns, files: any FileStorage,
                             chunkBytes: Int = 1 << 20, visit: (OutcomeRecord) -> Void) throws(CampaignError) -> RecoveredResults {
         guard files.size(path) != nil else { return RecoveredResults() }
         let file: any ReadableFile

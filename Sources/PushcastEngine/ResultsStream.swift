@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 
 /// Reads a results file as a stream, in fixed-size chunks, handing each line's record to a
 /// visitor: memory stays flat whatever the file's size. For `pushcast report`, which also reads
@@ -18,7 +19,7 @@ public struct ResultsStream {
     public static let chunkBytes = 1 << 20
     private var reasons = ReasonStrings()
 
-    public init(path: String, format: ResultsFormat, columns: ResultColumns = .standard, files: any FileStorage) {
+    public init(path: String, format: ResultsFormat, columns: ResultColumns, files: any FileStorage) {
         self.path = path
         self.files = files
         self.format = format

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastInput
 import PushcastJSON
 
@@ -176,18 +177,11 @@ public struct RowPreparer {
     /// shard's row is skipped before its token is read again. Nil for stdin (read once).
     public var shardRows: ShardRowCursor?
 
-    /// An APNs-only preparer (the bench, tests).
-    public init(layout: RowLayout, template: PayloadTemplate, payloadBytesMax: Int, campaign: String, fileName: String,
-                configuredProviders: Set<ProviderID>, duplicates detection: DuplicateDetection) {
-        self.init(layout: layout, renderings: configuredProviders.contains(.apns) ? [.apns: APNsRendering(template: template, payloadBytesMax: payloadBytesMax)] : [:],
-                  campaign: campaign, fileName: fileName, sends: [.apns], recordsUnroutable: true, duplicates: detection)
-    }
-
     /// `configured` overrides the providers taken as configured (default: the keys of
     /// `renderings`): a preparer that only keys rows for the duplicate plan needs no templates.
     public init(layout: RowLayout, renderings: [ProviderID: any ProviderRendering], campaign: String, fileName: String,
                 sends: Set<ProviderID>, recordsUnroutable: Bool, duplicates detection: DuplicateDetection,
-                configured: Set<ProviderID>? = nil, catalog: ProviderCatalog = .standard) {
+                configured: Set<ProviderID>? = nil, catalog: ProviderCatalog) {
         self.layout = layout
         self.renderings = renderings
         self.catalog = catalog

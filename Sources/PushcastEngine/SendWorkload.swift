@@ -1,5 +1,5 @@
-import PushcastAPNs
 import PushcastCore
+import PushcastProviderKit
 import PushcastTransport
 import PushcastWire
 import Synchronization
@@ -42,24 +42,16 @@ public struct SendPolicy: Sendable {
     }
 }
 
-/// The APNs send loop: `SendWorkload` with the APNs adapter.
-public typealias APNsWorkload = SendWorkload<APNsAdapter>
-
-extension SendWorkload where Adapter == APNsAdapter {
-    public convenience init(settings: APNsSendSettings, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
-                            clock: MonotonicClock, random: RandomSource, inFlightMax: Int) {
-        self.init(adapter: APNsAdapter(settings: settings),
-                  policy: SendPolicy(retry: settings.retry, retryUnknown: settings.retryUnknown),
-                  channel: channel, outcomes: outcomes, gauge: gauge, clock: clock, random: random, inFlightMax: inFlightMax)
-    }
-}
-
 /// One worker's send loop for one provider, as a `ClientWorkload`: takes prepared notifications
 /// from its channel, has the adapter build each request, and turns every answer into exactly one
 /// outcome (docs/DESIGN.md §2.9), retrying what docs/PROTOCOL.md (§1.6, §2.5) says to retry, within the provider's
 /// rate limit.
 public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private let adapter: Adapter
+    /// Where the notification's parts go in the request (the adapter's, read once).
+    private let layout: RequestLayout
+    /// Whether the notification being sent had an id of its own (`giveBack` returns it).
+    private var lentID = false
     private let policy: SendPolicy
     private let channel: NotificationChannel
     private let outcomes: OutcomeChannel
@@ -102,6 +94,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
                 clock: MonotonicClock, random: RandomSource, inFlightMax: Int, dispatch: DispatchMarks? = nil) {
         self.dispatch = dispatch
         self.adapter = adapter
+        layout = adapter.layout
         self.policy = policy
         self.channel = channel
         self.outcomes = outcomes
@@ -144,7 +137,33 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     /// The notification's buffers, lent to `request` by `prepareNext`, go back to its slot.
     private func restoreLent(_ tag: Int) {
-        slab.withUnsafeMutableBufferPointer { slots in adapter.restore(request, into: slots.baseAddress! + tag) }
+        slab.withUnsafeMutableBufferPointer { slots in giveBack(slots.baseAddress! + tag) }
+    }
+
+    /// Lends the notification's body, and its token and id where the provider's layout puts them,
+    /// to `request` by swaps: a copy would retain each one on the worker thread, an atomic write
+    /// to memory the reader thread allocated and will free. The token and id stay packed (the
+    /// session formats them into the header block).
+    @inline(__always)
+    private func lend(_ n: UnsafeMutablePointer<PreparedNotification>) {
+        swap(&request.pointee.body, &n.pointee.payload)
+        if layout.tokenInPath { swap(&request.pointee.packedPathSuffix, &n.pointee.packedToken) }
+        guard layout.idInHeader else { return }
+        lentID = n.pointee.packedMessageID != nil
+        if lentID {
+            swap(&request.pointee.packedHeader.value, &n.pointee.packedMessageID!)
+        } else {
+            request.pointee.packedHeader.value = .empty
+        }
+    }
+
+    /// Moves what `lend` lent back into the notification, as soon as the request has been handed
+    /// over (the session copies what it sends).
+    @inline(__always)
+    private func giveBack(_ n: UnsafeMutablePointer<PreparedNotification>) {
+        swap(&request.pointee.body, &n.pointee.payload)
+        if layout.tokenInPath { swap(&request.pointee.packedPathSuffix, &n.pointee.packedToken) }
+        if layout.idInHeader && lentID { swap(&request.pointee.packedHeader.value, &n.pointee.packedMessageID!) }
     }
 
     /// Picks the next notification that may go now and turns `request` into its request; nil
@@ -179,14 +198,14 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             tag = fresh
         }
         precondition(!slab[tag].isVacant, "empty slab slot \(tag)")
-        // Read in place in the slab: a copy would retain and release each of its buffers.
-        let built = slab.withUnsafeMutableBufferPointer { slots in adapter.prepare(request, for: slots.baseAddress! + tag) }
-        guard let credential = built else {
+        guard let credential = adapter.authorize(&request.pointee) else {
             // No credential yet (a refresh is under way): hold this one and ask again soon.
             resend.append(tag)
             heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
             return nil
         }
+        // Read in place in the slab: a copy would retain and release each of its buffers.
+        slab.withUnsafeMutableBufferPointer { slots in lend(slots.baseAddress! + tag) }
         if slab[tag].firstSentNanoseconds == 0 { slab[tag].firstSentNanoseconds = now }
         credentialOf[tag] = credential
         inFlight += 1

@@ -85,10 +85,10 @@ extension ShardMerge {
     }
 
     /// Merges the sorted runs into the results file, in row order, through the ledger.
-    static func mergeRuns(_ runs: [SortedRun], scratch: any ScratchStorage, format: ResultsFormat, out path: String,
+    static func mergeRuns(_ runs: [SortedRun], scratch: any ScratchStorage, format: ResultsFormat, columns: ResultColumns, out path: String,
                           files: any FileStorage, ledger: inout MergeLedger) throws {
         let out = try files.createForAppending(path, bufferBytes: 1 << 20)
-        if format == .csv { try out.append(ResultEncoding.csvHeader) }
+        if format == .csv { try out.append(columns.csvHeader) }
         let bufferBytes = min(1 << 20, max(64 << 10, mergeBufferBudget / max(1, runs.count)))
         let readers = runs.map { RunReader(run: $0, scratch: scratch, bufferBytes: bufferBytes) }
         defer { for reader in readers { reader.release() } }
@@ -139,7 +139,7 @@ extension ShardMerge {
         for (k, path) in paths.enumerated() {
             let bytes: [UInt8]?
             do { bytes = try request.files.readWholeFile(path) } catch { throw .input("\(error)") }
-            guard let bytes, let summary = CampaignSummary.parse(bytes) else {
+            guard let bytes, let summary = CampaignSummary.parse(bytes, catalog: request.catalog) else {
                 report.incomplete.append("shard \(k): its summary \(path) is " + (request.files.exists(path) ? "not a pushcast summary" : "missing"))
                 continue
             }

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastInput
 
 /// What `pushcast merge` is asked to do: shard k's files are `shardResults[k]` (and its prune
@@ -15,11 +16,15 @@ public struct MergeRequest: Sendable {
     public var summaryOut: String?
     /// Where the sorted runs go (unlinked scratch files): as many bytes as the shards' results.
     public var scratchDirectory: String
+    /// The providers the shards sent to (the results' columns, the summaries' figures).
+    public var catalog: ProviderCatalog
     /// Where every file named here is.
     public var files: any FileStorage
 
     public init(inputPath: String, inputFormat: InputFormat, shardResults: [String], shardPrunes: [String]?, shardSummaries: [String]?,
-                resultsOut: String, pruneOut: String?, summaryOut: String?, scratchDirectory: String, files: any FileStorage) {
+                resultsOut: String, pruneOut: String?, summaryOut: String?, scratchDirectory: String, catalog: ProviderCatalog,
+                files: any FileStorage) {
+        self.catalog = catalog
         self.files = files
         self.inputPath = inputPath
         self.inputFormat = inputFormat
@@ -79,7 +84,8 @@ public enum ShardMerge {
             for (k, path) in request.shardResults.enumerated() where claims[k] != nil {
                 try sortIntoRuns(path: path, shard: k, format: format, files: request.files, scratch: scratch, runs: &runs, note: note)
             }
-            try mergeRuns(runs, scratch: scratch, format: format, out: request.resultsOut, files: request.files, ledger: &report.ledger)
+            try mergeRuns(runs, scratch: scratch, format: format, columns: ResultColumns(request.catalog), out: request.resultsOut,
+                          files: request.files, ledger: &report.ledger)
             if let out = request.pruneOut, let prunes = request.shardPrunes {
                 try concatenatePrunes(prunes, out: out, files: request.files, report: &report)
             }
@@ -117,7 +123,7 @@ public enum ShardMerge {
                 }
                 let f = journal.fingerprint
                 claims.append(ShardClaim(campaign: f.campaign, input: f.input, shard: f.shard, resultsFormat: f.resultsFormat, source: journalPath))
-            } else if let claim = try summaryClaim(request.shardSummaries?[k], files: request.files) {
+            } else if let claim = try summaryClaim(request.shardSummaries?[k], catalog: request.catalog, files: request.files) {
                 claims.append(claim)
             } else {
                 report.mismatches.append("shard \(k) (\(path)): no journal beside it (\(journalPath)) and no summary: "
@@ -131,11 +137,11 @@ public enum ShardMerge {
         return (claims, format)
     }
 
-    private static func summaryClaim(_ path: String?, files: any FileStorage) throws(CampaignError) -> ShardClaim? {
+    private static func summaryClaim(_ path: String?, catalog: ProviderCatalog, files: any FileStorage) throws(CampaignError) -> ShardClaim? {
         guard let path else { return nil }
         let bytes: [UInt8]?
         do { bytes = try files.readWholeFile(path) } catch { throw .input("\(error)") }
-        guard let bytes, let identity = CampaignSummary.parse(bytes)?.identity else { return nil }
+        guard let bytes, let identity = CampaignSummary.parse(bytes, catalog: catalog)?.identity else { return nil }
         return ShardClaim(campaign: identity.campaign, input: identity.input, shard: identity.shard?.description ?? "",
                           resultsFormat: nil, source: path)
     }

@@ -4,6 +4,8 @@ import PushcastEngine
 import PushcastFCM
 import PushcastInput
 import PushcastJSON
+import PushcastProviderKit
+import PushcastProviders
 import PushcastReactor
 import PushcastSystem
 import PushcastTransport
@@ -91,12 +93,12 @@ public enum CampaignSimulator {
         var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)
         var crashes = 0
         for (index, crash) in (scenario.crashes.map { Optional($0) } + [nil]).enumerated() {
-            let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, fingerprint: fingerprint,
+            let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, columns: .standard, fingerprint: fingerprint,
                                                          request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
                                                                                         policy: .never, boot: "simulated", files: Machine.real.files),
                                                          note: { _ in })
             let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
-                                           restoredPrune: durability.restoredPrune, files: Machine.real.files)
+                                           restoredPrune: durability.restoredPrune, columns: .standard, files: Machine.real.files)
             last = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
                                crashAfter: crash)
             if crash != nil && last.cutShort == "crashed" {
@@ -107,7 +109,7 @@ public enum CampaignSimulator {
             break
         }
         var records: [OutcomeRecord] = []
-        _ = try RecoveredResults.read(try readWholeFile(results) ?? [], format: .ndjson, path: results) { records.append($0) }
+        _ = try RecoveredResults.read(try readWholeFile(results) ?? [], format: .ndjson, path: results, columns: .standard) { records.append($0) }
         return (records, last.summary, last.cutShort, crashes)
     }
 
@@ -147,7 +149,7 @@ public enum CampaignSimulator {
                                                                 validateOnly: false, source: "sim.json")),
         ]
         let preparer = RowPreparer(layout: layout, renderings: renderings, campaign: "sim", fileName: "sim.csv", sends: [.apns, .fcm],
-                                   recordsUnroutable: true, duplicates: .exact(expectedRows: scenario.rows.count))
+                                   recordsUnroutable: true, duplicates: .exact(expectedRows: scenario.rows.count), catalog: .standard)
         let lanes = try makeLanes(scenario, tokens: tokens, wrap: wrap)
         let output = CampaignOutput(resultsPath: "(memory)", resultsFormat: .ndjson, prunePath: "(memory)", summaryPath: nil, progress: false)
         return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: lanes, output: output, machine: .real,
@@ -169,14 +171,14 @@ public enum CampaignSimulator {
         let policy = SendPolicy(retry: scenario.retry, retryUnknown: false, resendsMax: scenario.resendsMax,
                                 rowDeadlineNanoseconds: scenario.rowDeadlineNanoseconds)
         let headers = try APNsCampaignHeaders(topic: "com.example.sim", nowEpochSeconds: 1_800_000_000)
-        let apns = ProviderLane.apns(settings: APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple",
-                                                                retry: scenario.retry, retryUnknown: false),
-                                     policy: policy, client: client("api.sim.apple"), connections: scenario.connections[.apns]!,
-                                     workers: scenario.workers[.apns]!)
+        let apnsSettings = APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple")
+        let apns = ProviderLane(provider: .apns, client: client("api.sim.apple"), connections: scenario.connections[.apns]!,
+                                workers: scenario.workers[.apns]!, policy: policy) { APNsAdapter(settings: apnsSettings) }
         var fcmPolicy = policy
         fcmPolicy.limiter = scenario.fcmRatePerSecond.map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: 0) }
-        let fcm = ProviderLane.fcm(settings: FCMSendSettings(authority: "fcm.sim.google", project: "sim", tokens: tokens), policy: fcmPolicy,
-                                   client: client("fcm.sim.google"), connections: scenario.connections[.fcm]!, workers: scenario.workers[.fcm]!)
+        let fcmSettings = FCMSendSettings(authority: "fcm.sim.google", project: "sim", tokens: tokens)
+        let fcm = ProviderLane(provider: .fcm, client: client("fcm.sim.google"), connections: scenario.connections[.fcm]!,
+                               workers: scenario.workers[.fcm]!, policy: fcmPolicy) { FCMAdapter(settings: fcmSettings) }
         guard let wrap else { return [apns, fcm] }
         return [apns, fcm].map { lane in
             let make = lane.makeWorkload

@@ -1,3 +1,8 @@
+// PushcastTransport: where the sans-I/O wire sessions meet the reactor. A worker owns one
+// reactor (one thread, one ring) and the connections on it; it moves bytes between sockets and
+// sessions and hands the session's events, as values, to a workload or a responder. No locks on
+// the hot path: workers share nothing but their start-up configuration.
+
 import PushcastCore
 import PushcastReactor
 import PushcastWire

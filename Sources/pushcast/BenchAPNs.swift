@@ -6,6 +6,8 @@ import PushcastEngine
 import PushcastInput
 import PushcastJSON
 import PushcastMock
+import PushcastProviderKit
+import PushcastProviders
 import PushcastReactor
 import PushcastSystem
 import PushcastTransport
@@ -95,8 +97,9 @@ enum BenchAPNs {
             throw CommandFailure("\(error)")
         }
         // Duplicates are planned by a first read of the synthetic rows, as `send` does for a file.
-        var keyer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "bench",
-                                fileName: "<synthetic>", configuredProviders: [.apns], duplicates: .exact(expectedRows: 0))
+        let renderings: [ProviderID: any ProviderRendering] = [.apns: APNsRendering(template: template, payloadBytesMax: 4096)]
+        var keyer = RowPreparer(layout: layout, renderings: renderings, campaign: "bench", fileName: "<synthetic>", sends: [.apns],
+                                recordsUnroutable: true, duplicates: .exact(expectedRows: 0), catalog: .standard)
         let duplicatePlan: DuplicatePlan
         do {
             var first = try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>")
@@ -106,10 +109,9 @@ enum BenchAPNs {
         } catch {
             throw CommandFailure("\(error)")
         }
-        let preparer = RowPreparer(layout: layout, template: template, payloadBytesMax: 4096, campaign: "bench",
-                                   fileName: "<synthetic>", configuredProviders: [.apns], duplicates: .planned(duplicatePlan))
-        let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority,
-                                        retry: RetryPolicy(), retryUnknown: false)
+        let preparer = RowPreparer(layout: layout, renderings: renderings, campaign: "bench", fileName: "<synthetic>", sends: [.apns],
+                                   recordsUnroutable: true, duplicates: .planned(duplicatePlan), catalog: .standard)
+        let settings = APNsSendSettings(headers: headers, tokenSource: tokenSource, authority: endpoint.authority)
         let address: String
         do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
         var client = ClientConfiguration(endpoint: endpoint, address: address, tls: try CommonOptions.clientTLS(caFile: caFile),
@@ -120,8 +122,10 @@ enum BenchAPNs {
         client.limits.requestTimeoutNanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000
         let output = CampaignOutput(resultsPath: directory + "/results.ndjson", resultsFormat: .ndjson,
                                     prunePath: directory + "/prune.csv", summaryPath: nil, progress: false)
-        let run = CampaignRun(reader: reader, preparer: preparer, settings: settings, client: client, connections: connections,
-                              workers: workers, output: output, machine: .real, totalRows: requests, log: { _ in })
+        let policy = SendPolicy(retry: RetryPolicy(), retryUnknown: false)
+        let lane = ProviderLane(provider: .apns, client: client, connections: connections, workers: workers, policy: policy) { APNsAdapter(settings: settings) }
+        let run = CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [lane], output: output, machine: .real,
+                              totalRows: requests, log: { _ in })
         let before = ResourceUsage.current()
         let summary: CampaignSummary
         do { summary = try run.run() } catch { throw CommandFailure(error.description) }

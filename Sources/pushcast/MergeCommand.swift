@@ -2,6 +2,8 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastInput
 import PushcastSystem
 
@@ -85,7 +87,8 @@ enum MergeCommand {
         if let clash = outputs.first(where: inputs.contains) { throw parsed.error("\(clash) is both a shard's file and an output") }
         return MergeRequest(inputPath: input, inputFormat: format, shardResults: shardResults, shardPrunes: prunes, shardSummaries: summaries,
                             resultsOut: results, pruneOut: parsed.value("prune"), summaryOut: parsed.value("summary"),
-                            scratchDirectory: parsed.value("tmpdir") ?? Environment.temporaryDirectory, files: Machine.real.files)
+                            scratchDirectory: parsed.value("tmpdir") ?? Environment.temporaryDirectory, catalog: .standard,
+                            files: Machine.real.files)
     }
 
     static func patternPaths(_ kind: String, _ parsed: ParsedArguments, count: Int) throws -> [String]? {

@@ -2,6 +2,8 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastSystem
 
 /// `pushcast report`: one self-contained HTML page about a campaign, for the people who asked
@@ -27,20 +29,20 @@ enum ReportCommand {
         guard !files.isEmpty else { throw parsed.error("give at least one results file") }
         guard let output = parsed.value("html") else { throw parsed.error("--html FILE is required (where the page goes)") }
         let started = Date()
-        var report = CampaignReport()
+        var report = CampaignReport(catalog: .standard)
         if let path = parsed.value("summary") {
-            guard let bytes = try? readWholeFile(path), let summary = CampaignSummary.parse(bytes) else {
+            guard let bytes = try? readWholeFile(path), let summary = CampaignSummary.parse(bytes, catalog: .standard) else {
                 throw CommandFailure("--summary \(path): cannot read it as a pushcast summary (send --summary FILE writes one)")
             }
             report.summaryFile = summary
         }
         for file in files {
             do { try report.add(resultsFile: file, files: Machine.real.files) } catch { throw CommandFailure(error.description) }
-            report.timeline.add(path: file + ".timeline", files: Machine.real.files)
+            report.timeline.add(path: file + ".timeline", files: Machine.real.files, catalog: .standard)
         }
         for timeline in parsed.values("timeline") {
             guard FileSystem.exists(timeline) else { throw CommandFailure("--timeline \(timeline): no such file") }
-            report.timeline.add(path: timeline, files: Machine.real.files)
+            report.timeline.add(path: timeline, files: Machine.real.files, catalog: .standard)
         }
         let page = ReportPage.render(report, title: parsed.value("title") ?? "pushcast campaign report",
                                      generatedAt: Machine.real.wallClockSeconds())

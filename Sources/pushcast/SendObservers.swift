@@ -2,6 +2,8 @@ import Foundation
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
+import PushcastProviderKit
+import PushcastProviders
 import PushcastJSON
 import PushcastSystem
 
@@ -119,7 +121,8 @@ final class MetricsFileWriter: CampaignObserver {
         interval = intervalNanoseconds
         let earlier = ((try? readWholeFile(path)) ?? nil).flatMap { String(validating: $0, as: UTF8.self) }
             .flatMap(CampaignMetrics.lastSuccess(inExposition:))
-        metrics = CampaignMetrics(campaign: identity?.campaign ?? "", shard: identity?.shard, lastSuccessEpochSeconds: earlier)
+        metrics = CampaignMetrics(campaign: identity?.campaign ?? "", shard: identity?.shard, catalog: .standard,
+                                  lastSuccessEpochSeconds: earlier)
         let directory = (path as NSString).deletingLastPathComponent
         guard FileSystem.isWritable(directory.isEmpty ? "." : directory) else {
             throw CommandFailure("--metrics-file \(path): cannot write in \(directory.isEmpty ? "." : directory)")

@@ -50,10 +50,8 @@ enum DatabaseInput {
         let query = try queryText(parsed)
         let source = "\(url) \(query)"
         // Credentials and templates that cannot be read stop the run now, not after a long query.
-        _ = try SendCommand.makeTokenSource(parsed)
-        _ = try SendCommand.makeFCMPlan(parsed)
-        for option in ["payload", "fcm-payload"] {
-            if let path = parsed.value(option) { _ = try SendCommand.readTemplate(path, what: "--\(option) template") }
+        for setup in try SendCommand.configureProviders(parsed) {
+            if let path = parsed.value(setup.template.option) { _ = try SendCommand.readTemplate(path, what: "--\(setup.template.option) template") }
         }
         let resume = parsed.flag("resume")
         guard let results = parsed.value("results") else {

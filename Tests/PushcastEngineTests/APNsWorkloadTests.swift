@@ -1,6 +1,7 @@
 import PushcastAPNs
 import PushcastCore
 @testable import PushcastEngine
+import PushcastProviderKit
 import PushcastWire
 import XCTest
 
@@ -17,12 +18,11 @@ final class APNsWorkloadTests: XCTestCase {
             let pair = try APNsKeyPair.generate()
             source = try APNsTokenSource(privateKeyPEM: pair.privateKeyPEM, keyID: "KEY0000001", teamID: "TEAM000001", clock: clock)
             let headers = try APNsCampaignHeaders(topic: "com.example.app", nowEpochSeconds: clock.secondsSinceEpoch())
-            let settings = APNsSendSettings(headers: headers, tokenSource: source, authority: "api.push.apple.com",
-                                            retry: RetryPolicy(delayBaseNanoseconds: 100_000_000, delayMaxNanoseconds: 1_000_000_000,
-                                                               attemptsMax: attemptsMax),
-                                            retryUnknown: retryUnknown)
-            workload = APNsWorkload(settings: settings, channel: channel, outcomes: outcomes, gauge: WorkerGauge(), clock: clock,
-                                    random: SplitMix64(seed: 9), inFlightMax: 32)
+            let settings = APNsSendSettings(headers: headers, tokenSource: source, authority: "api.push.apple.com")
+            let retry = RetryPolicy(delayBaseNanoseconds: 100_000_000, delayMaxNanoseconds: 1_000_000_000, attemptsMax: attemptsMax)
+            workload = APNsWorkload(adapter: APNsAdapter(settings: settings), policy: SendPolicy(retry: retry, retryUnknown: retryUnknown),
+                                    channel: channel, outcomes: outcomes, gauge: WorkerGauge(), clock: clock, random: SplitMix64(seed: 9),
+                                    inFlightMax: 32)
         }
 
         func feed(_ count: Int, close: Bool = true) {

@@ -20,8 +20,7 @@ final class BoundedRetryTests: XCTestCase {
             let source = try APNsTokenSource(privateKeyPEM: pair.privateKeyPEM, keyID: "KEY0000001", teamID: "TEAM000001", clock: clock)
             let headers = try APNsCampaignHeaders(topic: "com.example.app", nowEpochSeconds: clock.secondsSinceEpoch())
             let retry = RetryPolicy(delayBaseNanoseconds: 100_000_000, delayMaxNanoseconds: 1_000_000_000, attemptsMax: attemptsMax)
-            let settings = APNsSendSettings(headers: headers, tokenSource: source, authority: "api.push.apple.com", retry: retry,
-                                            retryUnknown: retryUnknown)
+            let settings = APNsSendSettings(headers: headers, tokenSource: source, authority: "api.push.apple.com")
             let policy = SendPolicy(retry: retry, retryUnknown: retryUnknown, resendsMax: resendsMax,
                                     rowDeadlineNanoseconds: rowDeadlineNanoseconds)
             workload = SendWorkload(adapter: APNsAdapter(settings: settings), policy: policy, channel: channel, outcomes: outcomes,

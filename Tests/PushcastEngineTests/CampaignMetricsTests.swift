@@ -6,14 +6,14 @@ import PushcastCore
 /// the rate between renderings, and the last-success time.
 final class CampaignMetricsTests: XCTestCase {
     func testReasonLabelsComeFromTheFixedSet() {
-        XCTAssertEqual(ReasonCatalog.label("Unregistered"), "Unregistered")
-        XCTAssertEqual(ReasonCatalog.label("UNREGISTERED"), "UNREGISTERED")
-        XCTAssertEqual(ReasonCatalog.label(OutcomeReason.timeout), "Timeout")
-        XCTAssertEqual(ReasonCatalog.label("Status503"), "Status5xx")
-        XCTAssertEqual(ReasonCatalog.label("Status4290"), "other")
-        XCTAssertEqual(ReasonCatalog.label("0123456789abcdef0123456789abcdef"), "other")
-        XCTAssertEqual(ReasonCatalog.label("Unregistered\""), "other")
-        XCTAssertNotNil(ReasonCatalog.entry("BadDeviceToken")?.action)
+        XCTAssertEqual(ReasonCatalog.standard.label("Unregistered"), "Unregistered")
+        XCTAssertEqual(ReasonCatalog.standard.label("UNREGISTERED"), "UNREGISTERED")
+        XCTAssertEqual(ReasonCatalog.standard.label(OutcomeReason.timeout), "Timeout")
+        XCTAssertEqual(ReasonCatalog.standard.label("Status503"), "Status5xx")
+        XCTAssertEqual(ReasonCatalog.standard.label("Status4290"), "other")
+        XCTAssertEqual(ReasonCatalog.standard.label("0123456789abcdef0123456789abcdef"), "other")
+        XCTAssertEqual(ReasonCatalog.standard.label("Unregistered\""), "other")
+        XCTAssertNotNil(ReasonCatalog.standard.entry("BadDeviceToken")?.action)
     }
 
     private func progress(_ summary: CampaignSummary, elapsed: Double, final: Bool = false) -> CampaignProgress {

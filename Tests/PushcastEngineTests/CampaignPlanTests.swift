@@ -2,6 +2,8 @@ import PushcastCore
 import PushcastEngine
 import PushcastInput
 import PushcastJSON
+import PushcastAPNs
+import PushcastProviders
 import PushcastWire
 import PushcastTransport
 import PushcastReactor

@@ -8,9 +8,9 @@
 
 import Foundation
 import PushcastCore
-@testable import PushcastEngine
 import PushcastFCM
 import PushcastMock
+import PushcastProviderKit
 import PushcastReactor
 import PushcastSystem
 import PushcastTransport

@@ -5,6 +5,7 @@ import PushcastSystem
 import PushcastFCM
 import PushcastInput
 import PushcastJSON
+import PushcastProviderKit
 import XCTest
 
 /// `--shard`: the shard function on fixed vectors, every row in exactly one shard, `--shard auto`

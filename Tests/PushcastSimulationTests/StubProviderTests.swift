@@ -1,8 +1,11 @@
 import PushcastAPNs
 import PushcastCore
 import PushcastEngine
+import PushcastFCM
 import PushcastInput
 import PushcastJSON
+import PushcastProviderKit
+import PushcastProviders
 import PushcastReactor
 import PushcastSystem
 import PushcastSimulation
@@ -60,14 +63,11 @@ struct StubRendering: ProviderRendering {
 /// `POST /v1/push/<token>`; 200 with a `stub-ref` header, 410 for a dead token, 429/5xx to retry.
 final class StubAdapter: ProviderAdapter {
     var provider: ProviderID { .stub }
+    var layout: RequestLayout { RequestLayout(tokenInPath: true, idInHeader: false) }
     var credentialPollNanoseconds: UInt64 { 0 }
     var credentialReady: Bool { true }
     func makeRequest() -> HTTP2Request { HTTP2Request(authority: "push.stub.example", path: "/v1/push/") }
-    func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafeMutablePointer<PreparedNotification>) -> UInt64? {
-        request.pointee.pathSuffix = n.pointee.token
-        request.pointee.body = n.pointee.payload
-        return 0
-    }
+    func authorize(_ request: inout HTTP2Request) -> UInt64? { 0 }
     func classify(_ response: HTTP2Response) -> ProviderAnswer {
         let verdict: ProviderVerdict
         switch response.status {
@@ -133,12 +133,12 @@ final class StubProviderTests: XCTestCase {
         }
         let policy = SendPolicy(retry: RetryPolicy(attemptsMax: 6), retryUnknown: false)
         let headers = try APNsCampaignHeaders(topic: "com.example.stub", nowEpochSeconds: 1_800_000_000)
-        let apns = ProviderLane.apns(settings: APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple",
-                                                                retry: policy.retry, retryUnknown: false),
-                                     policy: policy, client: client("api.sim.apple"), connections: 1, workers: 1)
-        let stub = ProviderLane(provider: .stub, client: client("push.stub.example"), connections: 2, workers: 1) { c in
-            SendWorkload(adapter: StubAdapter(), policy: policy, channel: c.channel, outcomes: c.outcomes, gauge: c.gauge,
-                         clock: c.clock, random: c.random, inFlightMax: c.inFlightMax)
+        let settings = APNsSendSettings(headers: headers, tokenSource: nil, authority: "api.sim.apple")
+        let apns = ProviderLane(provider: .apns, client: client("api.sim.apple"), connections: 1, workers: 1, policy: policy) {
+            APNsAdapter(settings: settings)
+        }
+        let stub = ProviderLane(provider: .stub, client: client("push.stub.example"), connections: 2, workers: 1, policy: policy) {
+            StubAdapter()
         }
         let output = CampaignOutput(resultsPath: "(memory)", resultsFormat: .ndjson, prunePath: "(memory)", summaryPath: nil, progress: false)
         return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: [apns, stub], output: output, machine: .real,
@@ -209,8 +209,7 @@ final class StubProviderTests: XCTestCase {
             XCTAssertEqual(read, [record], "\(format)")
         }
         // The standard catalog's results are unchanged by the third provider's existence.
-        XCTAssertEqual(ResultColumns.standard.csvHeader, ResultEncoding.csvHeader)
-        XCTAssertEqual(ResultEncoding.csvHeader,
+        XCTAssertEqual(ResultColumns.standard.csvHeader,
                        "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error\n")
     }
 }

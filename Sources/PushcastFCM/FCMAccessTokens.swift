@@ -1,8 +1,6 @@
 import Foundation
 import PushcastCore
-import PushcastFCM
-import PushcastReactor
-import PushcastTransport
+import PushcastProviderKit
 import PushcastWire
 
 /// Why the OAuth2 token endpoint gave no access token.
@@ -76,7 +74,7 @@ public final class FCMAccessTokens: @unchecked Sendable {
                 install(token)
             case .failure(let error):
                 guard !error.isCredentialRejected && attempt < startAttempts else { throw error }
-                Reactor.sleep(nanoseconds: UInt64(startRetryDelaySeconds * Double(1 << (attempt - 1)) * 1e9))
+                pause(seconds: startRetryDelaySeconds * Double(1 << (attempt - 1)))
                 attempt += 1
                 continue
             }
@@ -87,6 +85,13 @@ public final class FCMAccessTokens: @unchecked Sendable {
         thread.name = "fcm-oauth"
         self.thread = thread
         thread.start()
+    }
+
+    /// Waits before another first attempt (nothing else waits on the condition yet).
+    private func pause(seconds: Double) {
+        condition.lock()
+        _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
+        condition.unlock()
     }
 
     /// Stops the refresher thread.
@@ -192,115 +197,12 @@ public final class FCMAccessTokens: @unchecked Sendable {
 
 }
 
-/// FCM send settings every worker shares.
-public struct FCMSendSettings: Sendable {
-    public var authority: String
-    /// `/v1/projects/{project}/messages:send`.
-    public var path: String
-    public var tokens: FCMAccessTokens
-    public init(authority: String, project: String, tokens: FCMAccessTokens) {
-        self.authority = authority
-        self.path = FCMProvider.sendPath(project: project)
-        self.tokens = tokens
-    }
-}
-
-/// FCM HTTP v1: `POST /v1/projects/{project}/messages:send` with the shared bearer token.
-public final class FCMAdapter: ProviderAdapter {
-    private let settings: FCMSendSettings
-    private var generation: UInt64 = 0
-
-    public init(settings: FCMSendSettings) { self.settings = settings }
-
-    public var provider: ProviderID { .fcm }
-    public var credentialPollNanoseconds: UInt64 { 20_000_000 }
-    public var credentialReady: Bool { settings.tokens.current() != nil }
-
-    public func makeRequest() -> HTTP2Request { HTTP2Request(authority: settings.authority, path: settings.path) }
-
-    public func prepare(_ request: UnsafeMutablePointer<HTTP2Request>, for n: UnsafeMutablePointer<PreparedNotification>) -> UInt64? {
-        guard let (token, current) = settings.tokens.current() else { return nil }
-        if current != generation || request.pointee.fixedHeaders == nil {
-            generation = current
-            request.pointee.fixedHeaders = HTTP2HeaderTemplate([HTTP2Header("authorization", "Bearer " + token),
-                                                                HTTP2Header("content-type", "application/json")])
-        }
-        swap(&request.pointee.body, &n.pointee.payload)
-        return current
-    }
-
-    public func restore(_ request: UnsafeMutablePointer<HTTP2Request>, into n: UnsafeMutablePointer<PreparedNotification>) {
-        swap(&request.pointee.body, &n.pointee.payload)
-    }
-
-    public func classify(_ response: HTTP2Response) -> ProviderAnswer {
-        let summary = FCMResponseSummary(response: response)
-        let verdict: ProviderVerdict
-        switch summary.verdict {
-        case .delivered(let name): verdict = .delivered(messageID: name)
-        case .prune(let reason): verdict = .prune(reason: reason, unregisteredAt: nil)
-        case .fail(let reason): verdict = .fail(reason: reason)
-        case .retry(let reason, let retryAfter, let throttle): verdict = .retry(reason: reason, retryAfterSeconds: retryAfter, throttle: throttle)
-        case .refreshTokenAndRetry: verdict = .reauthenticate(reason: summary.errorCode ?? "UNAUTHENTICATED")
-        case .stopRun(let reason):
-            verdict = .stopRun(reason: reason, message: "FCM rejected the credential: \(summary.status) \(reason)"
-                + (summary.message.map { " (\($0))" } ?? ""))
-        }
-        return ProviderAnswer(status: summary.status, verdict: verdict)
-    }
-
-    public func credentialRejected(generation: UInt64) -> CredentialDecision {
-        settings.tokens.rejected(generation: generation)
-    }
-}
-
-/// One request, one response, on a connection of its own: the OAuth2 token exchange, which
-/// happens once an hour and must not wait behind a campaign's streams.
-public enum SingleRequest {
-    public struct Failure: Error, CustomStringConvertible {
-        public let description: String
-    }
-
-    private final class Workload: ClientWorkload {
-        var request: HTTP2Request?
-        var result: Result<HTTP2Response, Failure> = .failure(Failure(description: "no answer"))
-        var done = false
-        init(_ request: HTTP2Request) { self.request = request }
-        func nextRequest() -> (request: HTTP2Request, tag: UInt64)? {
-            guard let request else { return nil }
-            self.request = nil
-            return (request, 1)
-        }
-        func received(tag: UInt64, response: HTTP2Response) {
-            result = .success(response)
-            done = true
-        }
-        func failed(tag: UInt64, failure: HTTP2StreamFailure) {
-            result = .failure(Failure(description: failure.explanation))
-            done = true
-        }
-        var isExhausted: Bool { done }
-        var nextReadyNanoseconds: UInt64? { nil }
-    }
-
-    /// Sends `request` over a fresh connection and waits for the answer.
-    public static func perform(_ request: HTTP2Request, client: ClientConfiguration) -> Result<HTTP2Response, Failure> {
-        let workload = Workload(request)
-        do throws(TransportError) {
-            let worker = try ClientWorker(configuration: client, connectionCount: 1, workload: workload,
-                                          clock: TurnClock(source: SystemMonotonicClock()))
-            try worker.run()
-        } catch {
-            return .failure(Failure(description: error.description))
-        }
-        return workload.result
-    }
-}
-
-/// The OAuth2 token request for a service account, over the TLS + HTTP/2 stack.
+/// The OAuth2 token request for a service account. `send` performs one request over the
+/// network (the command passes a fresh TLS + HTTP/2 connection, `SingleRequest.perform`).
 public enum FCMTokenFetcher {
-    public static func fetch(account: FCMServiceAccount, signer: RS256Signer, client: ClientConfiguration, path: String,
-                             nowEpochSeconds: @Sendable () -> Int64) -> Result<OAuthAccessToken, FCMTokenFetchError> {
+    public static func fetch(account: FCMServiceAccount, signer: RS256Signer, endpoint: String, authority: String, path: String,
+                             nowEpochSeconds: @Sendable () -> Int64,
+                             send: (HTTP2Request) -> Result<HTTP2Response, any Error>) -> Result<OAuthAccessToken, FCMTokenFetchError> {
         let assertion: String
         do {
             assertion = try OAuthAssertion.make(account: account, signer: signer, issuedAt: nowEpochSeconds())
@@ -308,18 +210,18 @@ public enum FCMTokenFetcher {
             return .failure(FCMTokenFetchError("cannot sign the OAuth2 assertion with \(account.source): \(error.description)",
                                                isCredentialRejected: true))
         }
-        let request = HTTP2Request(authority: client.endpoint.authority, path: path,
+        let request = HTTP2Request(authority: authority, path: path,
                                    headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded"),
                                              HTTP2Header("accept", "application/json")],
                                    body: OAuthTokenExchange.requestBody(assertion: assertion))
-        switch SingleRequest.perform(request, client: client) {
+        switch send(request) {
         case .failure(let message):
-            return .failure(FCMTokenFetchError("the token endpoint \(client.endpoint) did not answer: \(message)", isCredentialRejected: false))
+            return .failure(FCMTokenFetchError("the token endpoint \(endpoint) did not answer: \(message)", isCredentialRejected: false))
         case .success(let response):
             switch OAuthTokenExchange.parseResponse(status: response.status, body: response.body) {
             case .success(let token): return .success(token)
             case .failure(let error):
-                return .failure(FCMTokenFetchError("the token endpoint \(client.endpoint) refused the service account "
+                return .failure(FCMTokenFetchError("the token endpoint \(endpoint) refused the service account "
                     + "\(account.clientEmail) (\(account.source)): \(error.description)", isCredentialRejected: error.isCredentialRejected))
             }
         }
