@@ -145,7 +145,6 @@ CLOCK_PATTERNS = (
     ('ContinuousClock', re.compile(r'(?<![\w.$])ContinuousClock\b')),
     ('SuspendingClock', re.compile(r'(?<![\w.$])SuspendingClock\b')),
     ('Reactor.nowNanoseconds()', re.compile(r'(?<![\w.$])Reactor\s*\.\s*nowNanoseconds\(')),
-    ('Reactor.wallClockSeconds()', re.compile(r'(?<![\w.$])Reactor\s*\.\s*wallClockSeconds\(')),
     ('SystemClock.monotonicNanoseconds()', re.compile(r'(?<![\w.$])SystemClock\s*\.\s*monotonicNanoseconds\(')),
     ('SystemClock.wallClockSeconds()', re.compile(r'(?<![\w.$])SystemClock\s*\.\s*wallClockSeconds\(')),
 )
@@ -154,20 +153,20 @@ CLOCK_PATTERNS = (
 CLOCK_EXCEPTIONS = {
     ('Sources/PushcastTransport/Threads.swift', 'SystemClock.monotonicNanoseconds()'): "ThreadCondition's timed wait: pthread takes an absolute CLOCK_MONOTONIC deadline",
     ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to take a waiter from the caller",
-    ('Sources/PushcastMock/MockFCM.swift', 'Reactor.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",
+    ('Sources/PushcastMock/MockFCM.swift', 'SystemClock.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",
     ('Sources/PushcastMock/MockProjectQuota.swift', 'Reactor.nowNanoseconds()'): "the mock's project quota: to take a MonotonicClock",
     ('Sources/PushcastMock/MockResponder.swift', 'Reactor.nowNanoseconds()'): "the mock's rate limit: to take a MonotonicClock",
     ('Sources/PushcastTransport/LoadGenerator.swift', 'Reactor.nowNanoseconds()'): "bench start and end: to use the clock it is given",
     ('Sources/PushcastTransport/ServerWorker.swift', 'Reactor.nowNanoseconds()'): "server timers (trickle, delays): to use the worker's clock",
-    ('Sources/pushcast/BenchAPNs.swift', 'Reactor.wallClockSeconds()'): "the CLI stamps the bench JWT: to use SystemWallClock",
+    ('Sources/pushcast/BenchAPNs.swift', 'SystemClock.wallClockSeconds()'): "the CLI stamps the bench JWT: to use SystemWallClock",
     ('Sources/pushcast/LogOutput.swift', 'Date()'): "the default log timestamp: to use SystemWallClock",
-    ('Sources/pushcast/MockCommand.swift', 'DispatchTime.now'): "mock --duration deadline: to use SystemMonotonicClock",
-    ('Sources/pushcast/PruneApplyCommand.swift', 'Reactor.wallClockSeconds()'): "the CLI times prune-apply: to use SystemWallClock",
-    ('Sources/pushcast/ReportCommand.swift', 'Date()'): "the CLI times the report: to use SystemMonotonicClock",
-    ('Sources/pushcast/SendCommand.swift', 'Reactor.nowNanoseconds()'): "the CLI seeds --start-jitter and starts the rate limiters: to use SystemMonotonicClock",
-    ('Sources/pushcast/SendPlan.swift', 'Reactor.nowNanoseconds()'): "the CLI times the first read: to use SystemMonotonicClock",
+    ('Sources/pushcast/MockCommand.swift', 'DispatchTime.now'): "mock --duration deadline: to use SystemClock.Monotonic",
+    ('Sources/pushcast/PruneApplyCommand.swift', 'SystemClock.wallClockSeconds()'): "the CLI times prune-apply: to use SystemWallClock",
+    ('Sources/pushcast/ReportCommand.swift', 'Date()'): "the CLI times the report: to use SystemClock.Monotonic",
+    ('Sources/pushcast/SendCommand.swift', 'Reactor.nowNanoseconds()'): "the CLI seeds --start-jitter and starts the rate limiters: to use SystemClock.Monotonic",
+    ('Sources/pushcast/SendPlan.swift', 'Reactor.nowNanoseconds()'): "the CLI times the first read: to use SystemClock.Monotonic",
     ('Sources/pushcast/SendObservers.swift', 'Date()'): "progress and metrics timestamps: to use SystemWallClock",
-    ('Sources/pushcast/SendSnapshot.swift', 'Reactor.nowNanoseconds()'): "the CLI times the snapshot: to use SystemMonotonicClock",
+    ('Sources/pushcast/SendSnapshot.swift', 'Reactor.nowNanoseconds()'): "the CLI times the snapshot: to use SystemClock.Monotonic",
 }
 
 RULE_FIXES = {
@@ -178,7 +177,7 @@ RULE_FIXES = {
                 'CurrentProcess, StopSignals, Environment, ...) or PushcastReactor (sockets), or add one there, '
                 'and take it from the caller',
     'clock': 'take a MonotonicClock or WallClock (PushcastCore) from the caller; the CLI passes the '
-             "system's SystemMonotonicClock / SystemWallClock, tests a ManualClock",
+             "system's SystemClock.Monotonic / SystemWallClock (or Machine.real), tests a ManualClock",
 }
 
 

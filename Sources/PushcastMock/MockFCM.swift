@@ -11,7 +11,7 @@
 import PushcastCore
 import PushcastFCM
 import PushcastJSON
-import PushcastReactor
+import PushcastSystem
 import PushcastWire
 import Synchronization
 
@@ -45,7 +45,7 @@ public struct MockFCMConfiguration: Sendable {
     public var requiresBearer = true
     /// Wall time in milliseconds since the epoch: token expiry and assertion times. Tests inject
     /// their own.
-    public var wallMilliseconds: @Sendable () -> Int64 = { Int64(Reactor.wallClockSeconds() * 1000) }
+    public var wallMilliseconds: @Sendable () -> Int64 = { Int64(SystemClock.wallClockSeconds() * 1000) }
 
     public init(credentials: MockFCMCredentials) { self.credentials = credentials }
 
@@ -375,7 +375,7 @@ struct MockFCMRules {
         if !validateOnly {
             var generator = SystemRandomNumberGenerator()
             let suffix = String(generator.next() as UInt64, radix: 16)
-            id = "0:\(Int64(Reactor.wallClockSeconds() * 1_000_000))%\(String(repeating: "0", count: 16 - suffix.count))\(suffix)"
+            id = "0:\(Int64(SystemClock.wallClockSeconds() * 1_000_000))%\(String(repeating: "0", count: 16 - suffix.count))\(suffix)"
         }
         var body: [UInt8] = Array(#"{"name":"#.utf8)
         JSONWriter.appendString("projects/\(setup.projectID)/messages/\(id)", to: &body)

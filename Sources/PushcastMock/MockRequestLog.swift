@@ -42,7 +42,7 @@ public final class MockRequestLog: Sendable {
     }
 
     private static func linePrefix(provider: String, worker: Int, method: String) -> String {
-        "{\"ts\":\(Int64(Reactor.wallClockSeconds() * 1000)),\"mono_ms\":\(Reactor.nowNanoseconds() / 1_000_000),"
+        "{\"ts\":\(Int64(SystemClock.wallClockSeconds() * 1000)),\"mono_ms\":\(Reactor.nowNanoseconds() / 1_000_000),"
             + "\"provider\":\"\(provider)\",\"worker\":\(worker),\"method\":\"\(escaped(method))\","
     }
 

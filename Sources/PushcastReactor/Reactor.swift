@@ -69,12 +69,6 @@ public final class Reactor {
     @inline(__always)
     public static func nowNanoseconds() -> UInt64 { SystemClock.monotonicNanoseconds() }
 
-    /// Wall-clock seconds since the Unix epoch, with fractions (`SystemClock.wallClockSeconds`).
-    public static func wallClockSeconds() -> Double { SystemClock.wallClockSeconds() }
-
-    /// Blocks the calling thread (`SystemClock.sleep`): for threads without a reactor to wait on.
-    public static func sleep(nanoseconds: UInt64) { SystemClock.sleep(nanoseconds: nanoseconds) }
-
     public var slotsInUse: Int { slots.inUse }
 
     // MARK: Sockets
@@ -231,11 +225,4 @@ public final class ReactorWaker: Waker, @unchecked Sendable {
         // EAGAIN means the counter is saturated, so a wake-up is already pending.
         _ = write(fd, &one, MemoryLayout<UInt64>.size)
     }
-}
-
-/// CLOCK_MONOTONIC (PushcastSystem's `SystemClock`) as a `MonotonicClock`, for the reactor's
-/// callers that take an injected clock.
-public final class SystemMonotonicClock: MonotonicClock, Sendable {
-    public init() {}
-    public func nowNanoseconds() -> UInt64 { SystemClock.monotonicNanoseconds() }
 }

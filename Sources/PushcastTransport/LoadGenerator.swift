@@ -78,7 +78,7 @@ public enum LoadGenerator {
             // Spread requests and connections evenly over the workers.
             let share = configuration.requests / workers + (index < configuration.requests % workers ? 1 : 0)
             let connections = configuration.connections / workers + (index < configuration.connections % workers ? 1 : 0)
-            let clock = TurnClock(source: SystemMonotonicClock())
+            let clock = TurnClock(source: SystemClock.Monotonic())
             let workload = RepeatedRequestWorkload(
                 request: configuration.request, total: share, inFlightMax: connections * configuration.streams,
                 retriesMax: configuration.retriesMax, clock: clock)

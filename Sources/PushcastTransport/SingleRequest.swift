@@ -1,5 +1,5 @@
 import PushcastCore
-import PushcastReactor
+import PushcastSystem
 import PushcastWire
 
 /// One request, one response, on a connection of its own: the OAuth2 token exchange, which
@@ -36,7 +36,7 @@ public enum SingleRequest {
         let workload = Workload(request)
         do throws(TransportError) {
             let worker = try ClientWorker(configuration: client, connectionCount: 1, workload: workload,
-                                          clock: TurnClock(source: SystemMonotonicClock()))
+                                          clock: TurnClock(source: SystemClock.Monotonic()))
             try worker.run()
         } catch {
             return .failure(Failure(description: error.description))

@@ -3,7 +3,6 @@ import PushcastCommandLine
 import PushcastDatabase
 import PushcastEngine
 import PushcastInput
-import PushcastReactor
 import PushcastSystem
 
 /// `pushcast prune-apply`: a campaign's prune file written back to the table its tokens came
@@ -96,7 +95,7 @@ enum PruneApplyCommand {
     /// unregistered_at, else --since, else now. A line without a usable time stops the run when
     /// --updated-column needs one.
     static func readPruneFile(_ path: String, since: String?, needsTime: Bool) throws -> ([PruneEntry], Int) {
-        let now = PruneTime.format(epochSeconds: Int64(Reactor.wallClockSeconds()))
+        let now = PruneTime.format(epochSeconds: Int64(SystemClock.wallClockSeconds()))
         let reader: TokenFileReader
         do { reader = try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: .csv, fileName: path) } catch {
             throw CommandFailure("\(error)")

@@ -253,7 +253,7 @@ enum SendCommand {
         guard let jitter, jitter > .zero else { return }
         let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: CommonOptions.nanoseconds(jitter) + 1)
         if !quiet { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
-        Reactor.sleep(nanoseconds: delay)
+        SystemClock.sleep(nanoseconds: delay)
     }
 
     static func send(_ plan: Plan, _ parsed: ParsedArguments) throws -> ExitStatus {

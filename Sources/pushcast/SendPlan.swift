@@ -79,7 +79,7 @@ extension SendCommand {
         trust.additionalCAFile = parsed.value("ca-file")
         return ProviderContext(
             files: SecretFile.read, environment: { ProcessInfo.processInfo.environment[$0] }, wallClock: SystemWallClock(),
-            monotonicClock: SystemMonotonicClock(), trust: trust, notice: { Console.error($0) },
+            monotonicClock: SystemClock.Monotonic(), trust: trust, notice: { Console.error($0) },
             sendOne: { endpoint, tls, request in
                 do {
                     let tuning = try ConnectionTuning(parsed)

@@ -303,7 +303,7 @@ final class FCMAccessTokensTests: XCTestCase {
         let client = ClientConfiguration(endpoint: Endpoint(host: "127.0.0.1", port: fcm.port), address: "127.0.0.1",
                                          tls: try TLSContext(role: .client, configuration: tlsConfiguration, files: SecretFile.read), limits: Limits(), reactor: reactor)
         let account = try FCMServiceAccount.load(path: fcm.credentialsPath, files: SecretFile.read)
-        let now = Int64(Reactor.wallClockSeconds())
+        let now = Int64(SystemClock.wallClockSeconds())
 
         // The same account, signed with another key.
         let forgedJSON = try FCMServiceAccountGenerator.generate(projectID: account.projectID, clientEmail: account.clientEmail,
@@ -311,7 +311,7 @@ final class FCMAccessTokensTests: XCTestCase {
         let forged = try FCMServiceAccount(json: forgedJSON, source: "forged.json")
         let forgedSigner = try RS256Signer(account: forged)
         let assertion = try OAuthAssertion.make(account: forged, signer: forgedSigner, issuedAt: now)
-        let refused = FCMAccessTokens(clock: SystemMonotonicClock()) {
+        let refused = FCMAccessTokens(clock: SystemClock.Monotonic()) {
             FCMTokenFetcher.fetch(account: forged, signer: forgedSigner, client: client, path: "/token", nowEpochSeconds: { now })
         }
         do {
@@ -332,9 +332,9 @@ final class FCMAccessTokensTests: XCTestCase {
         XCTAssertNil(refused.current())
 
         let signer = try RS256Signer(account: account)
-        let accepted = FCMAccessTokens(clock: SystemMonotonicClock()) {
+        let accepted = FCMAccessTokens(clock: SystemClock.Monotonic()) {
             FCMTokenFetcher.fetch(account: account, signer: signer, client: client, path: "/token",
-                                  nowEpochSeconds: { Int64(Reactor.wallClockSeconds()) })
+                                  nowEpochSeconds: { Int64(SystemClock.wallClockSeconds()) })
         }
         defer { accepted.close() }
         try accepted.start { message in XCTFail("fatal: \(message)") }

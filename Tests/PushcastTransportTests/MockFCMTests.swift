@@ -16,7 +16,7 @@ import XCTest
 /// Wall time for the mock that a test can move forward.
 final class ShiftedWallClock: Sendable {
     let offsetMilliseconds = Atomic<Int64>(0)
-    func now() -> Int64 { Int64(Reactor.wallClockSeconds() * 1000) + offsetMilliseconds.load(ordering: .relaxed) }
+    func now() -> Int64 { Int64(SystemClock.wallClockSeconds() * 1000) + offsetMilliseconds.load(ordering: .relaxed) }
     func advance(seconds: Int64) { offsetMilliseconds.add(seconds * 1000, ordering: .relaxed) }
 }
 
@@ -75,7 +75,7 @@ final class FCMMockHarness {
         reactor.backend = .epoll
         let client = ClientConfiguration(endpoint: endpoint, address: "127.0.0.1", tls: try pki.clientTLS(), limits: Limits(), reactor: reactor)
         let workload = SequentialWorkload(requests)
-        let worker = try ClientWorker(configuration: client, connectionCount: 1, workload: workload, clock: TurnClock(source: SystemMonotonicClock()))
+        let worker = try ClientWorker(configuration: client, connectionCount: 1, workload: workload, clock: TurnClock(source: SystemClock.Monotonic()))
         try worker.run()
         XCTAssertEqual(workload.failures, [])
         XCTAssertEqual(workload.responses.count, requests.count)
@@ -408,7 +408,7 @@ final class MockFCMTests: XCTestCase {
         let workload = SequentialWorkload([HTTP2Request(authority: "127.0.0.1:\(fcm.port)", path: "/token",
                                                         headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
                                                         body: OAuthTokenExchange.requestBody(assertion: assertion))])
-        try ClientWorker(configuration: client, connectionCount: 1, workload: workload, clock: TurnClock(source: SystemMonotonicClock())).run()
+        try ClientWorker(configuration: client, connectionCount: 1, workload: workload, clock: TurnClock(source: SystemClock.Monotonic())).run()
         XCTAssertEqual(workload.responses.first?.status, 200)
 
         var broken = MockServerConfiguration(certificate: .files(certificateChain: pki.certFile, privateKey: pki.keyFile))

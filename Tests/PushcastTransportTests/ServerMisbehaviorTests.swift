@@ -7,6 +7,7 @@ import Foundation
 import PushcastCore
 import PushcastMock
 import PushcastReactor
+import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import XCTest
@@ -34,7 +35,7 @@ final class HostileServerProbe {
 
     init(port: UInt16, tls context: TLSContext) throws {
         tls = try TLSSession(context: context, serverName: "localhost")
-        http2 = try HTTP2ClientSession(limits: Limits(), clock: SystemMonotonicClock())
+        http2 = try HTTP2ClientSession(limits: Limits(), clock: SystemClock.Monotonic())
         fd = try Self.connectLoopback(port: port)
         _ = try tls.advanceHandshake()  // the ClientHello
     }
