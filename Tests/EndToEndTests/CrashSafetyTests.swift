@@ -127,7 +127,7 @@ final class CrashSafetyTests: XCTestCase {
     /// would record (`check --resume`).
     private func writtenOff(_ args: [String]) throws -> Int {
         let recorded = FileManager.default.fileExists(atPath: directory + "/results.ndjson")
-            ? try results().values.filter { $0["reason"] as? String == "InterruptedInFlight" }.count : 0
+            ? try resultsByRow(directory + "/results.ndjson", tornTail: true).values.filter { $0["reason"] as? String == "InterruptedInFlight" }.count : 0
         let check = try runPushcast(["check"] + args.dropFirst().filter { $0 != "--quiet" }, seconds: 120)
         let words = check.stdout.split(separator: "\n").first { $0.hasPrefix("resume: ") }?.split(separator: " ") ?? []
         let unknown = words.count > 4 ? Int(words[4]) : nil
