@@ -26,6 +26,13 @@ public struct SimulationScenario {
     /// Resume as `--retry-unknown` does, sending again the rows that may have gone out (a test
     /// sets it to show that the invariants catch the double sends this allows).
     public var resumeRetriesUnknown = false
+    /// The network between pushcast and the servers.
+    public var network: NetworkModel
+    /// Keep the results lines in the report (`SimulationReport.results`), for a test that
+    /// compares two runs of one seed.
+    public var keepsResults = false
+    /// A bug planted in the client worker (a test shows the sweep catches it); nil: none.
+    public var mutation: ClientWorkerMutation? = nil
     /// FCM's `--rate` (its limiter, which throttles and pauses on provider-wide 429s); nil: none.
     public var fcmRatePerSecond: Double? = nil
 
@@ -41,6 +48,7 @@ public struct SimulationScenario {
         resendsMax = Int(random.next(below: 12))
         requestTimeoutNanoseconds = 1_000_000_000 + random.next(below: 10_000_000_000)
         rowDeadlineNanoseconds = random.next(below: 3) == 0 ? 5_000_000_000 + random.next(below: 60_000_000_000) : nil
+        network = .random(SplitMix64(seed: seed ^ 0x4E45_5457_4F52_4B00))
         crashes = (0..<Int(random.next(below: 4) == 0 ? 1 + random.next(below: 3) : 0)).map { _ in random.next(below: 3_000_000_000) }
     }
 

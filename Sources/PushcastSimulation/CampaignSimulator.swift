@@ -21,6 +21,9 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     /// Runs cut short by a simulated crash, each followed by a resume.
     public var crashes = 0
     public var violations: [String] = []
+    /// The results file's lines in row order, their time fields (latency) left out; only when
+    /// the scenario `keepsResults`.
+    public var results: [String] = []
 
     public var description: String {
         let counts = OutcomeKind.allCases.compactMap { kind in outcomes[kind].map { "\(kind.rawValue) \($0)" } }.joined(separator: ", ")
@@ -46,33 +49,45 @@ public enum CampaignSimulator {
             .apns: SimulatedServer(provider: SimulatedAPNs(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
             .fcm: SimulatedServer(provider: SimulatedFCM(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
         ]
-        report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model)"
+        report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
         let tokens = FCMAccessTokens(clock: ManualClock()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
         defer { tokens.close() }
         let clock = ManualClock()
+        let network = SimulatedNetwork(clock: clock, model: scenario.network, seed: scenario.seed &+ 3)
         do {
             try tokens.start { _ in }
             let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty
-                ? try runInMemory(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap)
-                : try runWithCrashes(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap)
+                ? try runInMemory(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
+                : try runWithCrashes(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
             report.virtualSeconds = Double(clock.nanoseconds) / 1e9
             report.crashes = crashes
             if let cutShort { report.violations.append("the run did not end by itself: \(cutShort)") }
             SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary).check(into: &report)
+            if scenario.keepsResults { report.results = resultLines(records) }
         } catch {
             report.violations.append("cannot run the campaign: \(error)")
         }
         return report
     }
 
+    static func resultLines(_ records: [OutcomeRecord]) -> [String] {
+        records.sorted { $0.row < $1.row }.map { record in
+            var timeless = record
+            timeless.latencyMilliseconds = nil
+            var line: [UInt8] = []
+            ResultEncoding.appendLine(timeless, format: .ndjson, to: &line)
+            return String(decoding: line, as: UTF8.self)
+        }
+    }
+
     typealias Ending = (records: [OutcomeRecord], summary: CampaignSummary, cutShort: String?, crashes: Int)
 
     /// One run, its outcomes kept in memory.
-    private static func runInMemory(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+    private static func runInMemory(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                     tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
         let sink = RecordingSink()
-        let (summary, cutShort) = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink,
+        let (summary, cutShort) = try runOnce(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap, sink: sink,
                                               durability: nil, crashAfter: nil)
         return (sink.records, summary, cutShort, 0)
     }
@@ -80,7 +95,7 @@ public enum CampaignSimulator {
     /// Runs that crash where the scenario says, each resumed from its results file and journal
     /// (`send --resume`) on real files, until one ends by itself; the records are the results
     /// file's lines.
-    private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+    private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                        tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
         let directory = try FileSystem.makeTemporaryDirectory(in: getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp",
                                                               prefix: "pushcast-sim-\(scenario.seed)")
@@ -97,11 +112,11 @@ public enum CampaignSimulator {
                                                          note: { _ in })
             let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
                                            restoredPrune: durability.restoredPrune)
-            last = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
+            last = try runOnce(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
                                crashAfter: crash)
             if crash != nil && last.cutShort == "crashed" {
                 crashes += 1
-                clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
+                network.clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
                 continue
             }
             break
@@ -112,12 +127,13 @@ public enum CampaignSimulator {
     }
 
     /// One run of the campaign (one process's life) on the simulated crew.
-    private static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+    private static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                 tokens: FCMAccessTokens, wrap: WorkloadWrapper?, sink: OutcomeSink, durability: CampaignDurability?,
                                 crashAfter: UInt64?) throws -> (summary: CampaignSummary, cutShort: String?) {
         let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
         run.durability = durability
-        return self.run(run, servers: servers, clock: clock, seed: scenario.seed, sink: sink, crashAfter: crashAfter)
+        return self.run(run, servers: servers, network: network, seed: scenario.seed, sink: sink, crashAfter: crashAfter,
+                        mutation: scenario.mutation)
     }
 
     /// Runs any campaign, its feeds and lanes built by the caller (for a provider of its own,
@@ -125,12 +141,20 @@ public enum CampaignSimulator {
     /// time. `cutShort` says why the run did not end by itself (nil when it did): a crash after
     /// `crashAfter` ns, or four virtual hours gone.
     public static func run(_ run: CampaignRun, servers: [ProviderID: SimulatedServer], clock: ManualClock, seed: UInt64,
-                           sink: OutcomeSink, crashAfter: UInt64? = nil) -> (summary: CampaignSummary, cutShort: String?) {
+                           sink: OutcomeSink, crashAfter: UInt64? = nil, network model: NetworkModel = NetworkModel())
+        -> (summary: CampaignSummary, cutShort: String?)
+    {
+        let network = SimulatedNetwork(clock: clock, model: model, seed: seed &+ 3)
+        return self.run(run, servers: servers, network: network, seed: seed, sink: sink, crashAfter: crashAfter, mutation: nil)
+    }
+
+    static func run(_ run: CampaignRun, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork, seed: UInt64,
+                    sink: OutcomeSink, crashAfter: UInt64?, mutation: ClientWorkerMutation?) -> (summary: CampaignSummary, cutShort: String?) {
         var crew: SimulatedCrew?
-        let start = clock.nanoseconds
+        let start = network.clock.nanoseconds
         let summary = run.run(sinks: [sink]) { lanes, outcomes in
-            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, clock: clock, seed: seed &+ start,
-                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + 4 * 3600 * 1_000_000_000)
+            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, network: network, seed: seed &+ start,
+                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + 4 * 3600 * 1_000_000_000, mutation: mutation)
             crew = made
             return made
         }
