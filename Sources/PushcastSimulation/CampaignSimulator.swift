@@ -18,7 +18,7 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var virtualSeconds = 0.0
     public var outcomes: [OutcomeKind: Int] = [:]
     public var faults = ""
-    /// Runs cut short by a simulated crash, each followed by a resume.
+    /// Runs cut short by a simulated crash or stopped by the breaker, each followed by a resume.
     public var crashes = 0
     public var violations: [String] = []
     /// The results file's lines in row order, their time fields (latency) left out; only when
@@ -28,7 +28,7 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var description: String {
         let counts = OutcomeKind.allCases.compactMap { kind in outcomes[kind].map { "\(kind.rawValue) \($0)" } }.joined(separator: ", ")
         var text = "seed \(seed): \(rows) rows, \(requests) requests, \(deliveries) delivered, "
-            + String(format: "%.1f s virtual", virtualSeconds) + (crashes > 0 ? ", \(crashes) crashes resumed" : "") + " (\(counts))"
+            + String(format: "%.1f s virtual", virtualSeconds) + (crashes > 0 ? ", \(crashes) stops resumed" : "") + " (\(counts))"
         if !violations.isEmpty { text += "\n  " + violations.prefix(10).joined(separator: "\n  ") }
         return text
     }
@@ -51,13 +51,20 @@ public enum CampaignSimulator {
         ]
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
+            + (scenario.serverDeath.map { "; the \($0.provider.rawValue) server dies at \($0.atNanoseconds / 1_000_000) ms" } ?? "")
         let tokens = FCMAccessTokens(clock: ManualClock()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
         defer { tokens.close() }
         let clock = ManualClock()
         let network = SimulatedNetwork(clock: clock, model: scenario.network, seed: scenario.seed &+ 3)
         do {
             try tokens.start { _ in }
-            let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty
+            if let death = scenario.serverDeath, let server = servers[death.provider] {
+                network.schedule(at: death.atNanoseconds) {
+                    server.startOutage(at: network.now, lasting: death.lastsNanoseconds)
+                    network.resetEveryLink(to: server)
+                }
+            }
+            let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty && scenario.serverDeath == nil
                 ? try runInMemory(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
                 : try runWithCrashes(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
             report.virtualSeconds = Double(clock.nanoseconds) / 1e9
@@ -104,8 +111,10 @@ public enum CampaignSimulator {
         let fingerprint = CampaignFingerprint(campaign: "sim", input: "\(scenario.seed)", templates: "sim", providers: "apns,fcm",
                                               resultsFormat: "ndjson")
         var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)
-        var crashes = 0
-        for (index, crash) in (scenario.crashes.map { Optional($0) } + [nil]).enumerated() {
+        var crashes = 0, breakerStops = 0
+        var crashesLeft = scenario.crashes[...]
+        for index in 0... {
+            let crash = crashesLeft.popFirst()
             let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, fingerprint: fingerprint,
                                                          request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
                                                                                         policy: .never, boot: "simulated"),
@@ -119,11 +128,20 @@ public enum CampaignSimulator {
                 network.clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
                 continue
             }
+            if let death = scenario.serverDeath, last.cutShort == nil, last.summary.stoppedBecause != nil, breakerStops < 2,
+               network.clock.nanoseconds < death.atNanoseconds + death.lastsNanoseconds {
+                // The breaker (or a connection that never worked) stopped the run while the server
+                // was down: its owner resumes once the server is back.
+                breakerStops += 1
+                network.clock.nanoseconds = max(network.clock.nanoseconds, death.atNanoseconds + death.lastsNanoseconds) + 1_000_000_000
+                crashesLeft = crash.map { [$0] + crashesLeft } ?? crashesLeft
+                continue
+            }
             break
         }
         var records: [OutcomeRecord] = []
         _ = try RecoveredResults.read(try readWholeFile(results) ?? [], format: .ndjson, path: results) { records.append($0) }
-        return (records, last.summary, last.cutShort, crashes)
+        return (records, last.summary, last.cutShort, crashes + breakerStops)
     }
 
     /// One run of the campaign (one process's life) on the simulated crew.
@@ -132,8 +150,11 @@ public enum CampaignSimulator {
                                 crashAfter: UInt64?) throws -> (summary: CampaignSummary, cutShort: String?) {
         let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
         run.durability = durability
+        // Against a server that died, a working breaker stops the run within a minute or two; one
+        // still running after a quarter of an hour retries a dead server instead of stopping.
+        let limit: UInt64 = scenario.serverDeath == nil ? 4 * 3600 * 1_000_000_000 : 15 * 60 * 1_000_000_000
         return self.run(run, servers: servers, network: network, seed: scenario.seed, sink: sink, crashAfter: crashAfter,
-                        mutation: scenario.mutation)
+                        mutation: scenario.mutation, timeLimit: limit)
     }
 
     /// Runs any campaign, its feeds and lanes built by the caller (for a provider of its own,
@@ -145,16 +166,19 @@ public enum CampaignSimulator {
         -> (summary: CampaignSummary, cutShort: String?)
     {
         let network = SimulatedNetwork(clock: clock, model: model, seed: seed &+ 3)
-        return self.run(run, servers: servers, network: network, seed: seed, sink: sink, crashAfter: crashAfter, mutation: nil)
+        return self.run(run, servers: servers, network: network, seed: seed, sink: sink, crashAfter: crashAfter, mutation: nil,
+                        timeLimit: 4 * 3600 * 1_000_000_000)
     }
 
     static func run(_ run: CampaignRun, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork, seed: UInt64,
-                    sink: OutcomeSink, crashAfter: UInt64?, mutation: ClientWorkerMutation?) -> (summary: CampaignSummary, cutShort: String?) {
+                    sink: OutcomeSink, crashAfter: UInt64?, mutation: ClientWorkerMutation?, timeLimit: UInt64)
+        -> (summary: CampaignSummary, cutShort: String?)
+    {
         var crew: SimulatedCrew?
         let start = network.clock.nanoseconds
         let summary = run.run(sinks: [sink]) { lanes, outcomes in
             let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, network: network, seed: seed &+ start,
-                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + 4 * 3600 * 1_000_000_000, mutation: mutation)
+                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + timeLimit, mutation: mutation)
             crew = made
             return made
         }

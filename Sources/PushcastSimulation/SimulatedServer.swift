@@ -164,8 +164,8 @@ public final class SimulatedServer {
         if random.next(below: 2) == 0 { _ = process(token: token) }
     }
 
-    func startOutage(at now: UInt64) {
-        downUntil = now + model.outageNanoseconds
+    func startOutage(at now: UInt64, lasting: UInt64? = nil) {
+        downUntil = now + (lasting ?? model.outageNanoseconds)
         outages += 1
     }
 

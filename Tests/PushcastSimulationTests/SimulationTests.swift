@@ -1,6 +1,7 @@
 import PushcastCore
 import PushcastEngine
 import PushcastSimulation
+import PushcastTransport
 import PushcastWire
 import XCTest
 
@@ -163,5 +164,28 @@ final class SimulatedThrottleTests: XCTestCase {
         let rows = Double(calm.rows.count)
         XCTAssertEqual(report.outcomes[.delivered], calm.rows.count, "\(report)")
         XCTAssertLessThan(report.virtualSeconds, rows / 100 * 1.05 + 1.5, "\(report)")
+    }
+}
+
+/// Bugs planted in the real `ClientWorker` (`ClientConfiguration.mutation`): the default sweep
+/// must catch each one, and the test says which seed and which invariant did.
+final class ClientWorkerMutationTests: XCTestCase {
+    func testTheDefaultSweepCatchesEveryPlantedBug() {
+        // `.breakerNeverTrips` is not in the list yet: a run against a server that died also stops
+        // on its connect attempts (a connection that never worked), so the sweep does not catch
+        // it, and some seeds run long under it.
+        for mutation in [ClientWorkerMutation.retriesStreamsAtOrBelowGoAway] {
+            var caught: String?
+            for seed in SimulationTests.seeds {
+                var scenario = SimulationScenario(seed: seed)
+                scenario.mutation = mutation
+                if let violation = CampaignSimulator.run(scenario).violations.first {
+                    caught = "seed \(seed): \(violation)"
+                    break
+                }
+            }
+            XCTAssertNotNil(caught, "\(mutation.rawValue) went unnoticed by seeds \(SimulationTests.seeds)")
+            print("mutation \(mutation.rawValue) caught by \(caught ?? "nothing")")
+        }
     }
 }
