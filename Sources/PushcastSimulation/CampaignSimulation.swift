@@ -70,11 +70,15 @@ public struct ServerDeath: Sendable {
     public var provider: ProviderID
     public var atNanoseconds: UInt64
     public var lastsNanoseconds: UInt64 = 6 * 3600 * 1_000_000_000
+    /// Instead of refusing connections, the server closes each one right after its TLS handshake.
+    public var closesAfterHandshake = false
 
     /// One seed in 25.
     static func random(_ random: SplitMix64) -> ServerDeath? {
         guard random.next(below: 25) == 0 else { return nil }
-        return ServerDeath(provider: random.next(below: 2) == 0 ? .apns : .fcm, atNanoseconds: 300_000_000 + random.next(below: 2_000_000_000))
+        var death = ServerDeath(provider: random.next(below: 2) == 0 ? .apns : .fcm, atNanoseconds: 300_000_000 + random.next(below: 2_000_000_000))
+        death.closesAfterHandshake = random.next(below: 2) == 0
+        return death
     }
 }
 

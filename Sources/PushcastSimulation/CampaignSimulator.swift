@@ -51,7 +51,7 @@ public enum CampaignSimulator {
         ]
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
-            + (scenario.serverDeath.map { "; the \($0.provider.rawValue) server dies at \($0.atNanoseconds / 1_000_000) ms" } ?? "")
+            + (scenario.serverDeath.map { "; the \($0.provider.rawValue) server dies at \($0.atNanoseconds / 1_000_000) ms\($0.closesAfterHandshake ? ", closing connections after the handshake" : "")" } ?? "")
         let tokens = FCMAccessTokens(clock: ManualClock()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
         defer { tokens.close() }
         let clock = ManualClock()
@@ -60,7 +60,11 @@ public enum CampaignSimulator {
             try tokens.start { _ in }
             if let death = scenario.serverDeath, let server = servers[death.provider] {
                 network.schedule(at: death.atNanoseconds) {
-                    server.startOutage(at: network.now, lasting: death.lastsNanoseconds)
+                    if death.closesAfterHandshake {
+                        server.closesAfterHandshakeUntil = network.now + death.lastsNanoseconds
+                    } else {
+                        server.startOutage(at: network.now, lasting: death.lastsNanoseconds)
+                    }
                     network.resetEveryLink(to: server)
                 }
             }

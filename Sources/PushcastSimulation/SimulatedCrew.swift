@@ -46,6 +46,10 @@ public final class SimulatedCrew: CampaignCrew {
     /// Virtual time one turn of the reader loop costs.
     static let turnNanoseconds: UInt64 = 20_000
     static let spinTurnsMax = 200_000
+    /// Worker turns in a row, each with something due within a microsecond: a worker that never
+    /// waits (reconnecting at once for ever, say) is a finding.
+    static let busyTurnsMax = 50_000
+    private var busyTurns = 0
 
     init(lanes: [ProviderLane], outcomes: OutcomeChannel, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
          seed: UInt64, crashAt: UInt64?, timeLimit: UInt64, mutation: ClientWorkerMutation?) {
@@ -109,6 +113,8 @@ public final class SimulatedCrew: CampaignCrew {
             for member in members where !member.finished {
                 if member.host.hasDueEvents { next = clock.nanoseconds } else if let wake = member.host.wakeAt { next = min(next, wake) }
             }
+            busyTurns = next > clock.nanoseconds + 1_000 ? 0 : busyTurns + 1
+            if busyTurns > Self.busyTurnsMax { cut("the workers spun: \(busyTurns) turns in a row with something due at once") }
             clock.nanoseconds = min(deadline, max(next, clock.nanoseconds + 1_000))
         }
         turnsWithoutTime = clock.nanoseconds > start + Self.turnNanoseconds ? 0 : turnsWithoutTime + 1

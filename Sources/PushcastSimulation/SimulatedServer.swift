@@ -109,6 +109,9 @@ public final class SimulatedServer {
     public private(set) var requests: [String: Int] = [:]
     /// Down until this time (an outage): connections are refused.
     private(set) var downUntil: UInt64 = 0
+    /// Until this time the server closes every connection right after its TLS handshake (a
+    /// broken server behind a working load balancer): only the breaker stops a client.
+    var closesAfterHandshakeUntil: UInt64 = 0
     /// The network its connections arrive on, and the TLS context it answers them with (set by
     /// the simulated crew).
     var network: SimulatedNetwork?
@@ -172,6 +175,7 @@ public final class SimulatedServer {
     /// A connection arrives: the real server side of TLS and HTTP/2 takes it.
     func accept(_ link: SimulatedLink) -> SimulatedServerConnection? {
         guard let network, let tls, let channel = try? ServerConnection(context: tls, limits: Limits()) else { return nil }
-        return SimulatedServerConnection(link: link, server: self, network: network, channel: channel)
+        return SimulatedServerConnection(link: link, server: self, network: network, channel: channel,
+                                         closesAfterHandshake: network.now < closesAfterHandshakeUntil)
     }
 }

@@ -21,7 +21,10 @@ final class SimulatedServerConnection {
     /// The client went away (its answers go nowhere) or the connection broke.
     private var peerGone = false
 
-    init(link: SimulatedLink, server: SimulatedServer, network: SimulatedNetwork, channel: ServerConnection) {
+    private let closesAfterHandshake: Bool
+
+    init(link: SimulatedLink, server: SimulatedServer, network: SimulatedNetwork, channel: ServerConnection, closesAfterHandshake: Bool) {
+        self.closesAfterHandshake = closesAfterHandshake
         self.link = link
         self.server = server
         self.network = network
@@ -37,6 +40,12 @@ final class SimulatedServerConnection {
             return false
         }
         if failed {
+            flush()
+            peerGone = true
+            link.serverClosed()
+            return
+        }
+        if closesAfterHandshake && channel.isHandshakeComplete {
             flush()
             peerGone = true
             link.serverClosed()
