@@ -27,7 +27,7 @@ public final class LaneWiring: @unchecked Sendable {
     /// The lane's server stopped working (the breaker tripped): its workers stop handing out
     /// requests, the rows queued for it are never sent (no results line: resumable), and the
     /// other lanes carry on. When every lane is broken, the run stops.
-    func breakLane(reason: String, resumable: Bool, outcomes: OutcomeChannel) {
+    public func breakLane(reason: String, resumable: Bool, outcomes: OutcomeChannel) {
         for channel in channels { channel.breakLane() }
         if board?.wirings.allSatisfy({ $0.channels.allSatisfy(\.isLaneBroken) }) ?? true {
             outcomes.stop(reason: reason, resumable: resumable)

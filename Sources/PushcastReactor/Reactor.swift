@@ -19,14 +19,20 @@ public final class Reactor {
     private var waker: ReactorWaker?
     private var isPolling = false
 
-    public init(configuration: ReactorConfiguration) throws(ReactorError) {
+    public convenience init(configuration: ReactorConfiguration) throws(ReactorError) {
+        try self.init(configuration: configuration) { slots throws(ReactorError) in
+            try Reactor.makeBackend(configuration: configuration, slots: slots)
+        }
+    }
+
+    init(configuration: ReactorConfiguration, makeBackend: (SlotTable) throws(ReactorError) -> any ReactorBackend) throws(ReactorError) {
         precondition(configuration.receiveBufferBytes > 0, "receiveBufferBytes must be positive")
         precondition(configuration.receiveBufferCount > 0 && configuration.receiveBufferCount <= 32768
                          && configuration.receiveBufferCount & (configuration.receiveBufferCount - 1) == 0,
                      "receiveBufferCount must be a power of two, at most 32768")
         precondition(configuration.ringEntries > 0, "ringEntries must be positive")
         slots = try SlotTable(capacity: configuration.slotsMax, sendBufferBytes: configuration.sendBufferBytes)
-        backend = try Reactor.makeBackend(configuration: configuration, slots: slots)
+        backend = try makeBackend(slots)
         backendKind = backend.kind
         receiveMode = backend.receiveMode
         multishotReceive = backend.receiveMode == .multishotProvidedBuffers
@@ -41,6 +47,8 @@ public final class Reactor {
         throws(ReactorError) -> any ReactorBackend
     {
         switch configuration.backend {
+        case .simulated:
+            throw ReactorError("a simulated reactor needs its network: Reactor(configuration:sockets:)")
         case .epoll:
             return try EpollBackend(configuration: configuration, slots: slots)
         case .uring:
@@ -80,15 +88,9 @@ public final class Reactor {
         guard let length = Sockets.parse(host: host, port: port, into: &storage) else {
             throw ReactorError("connect: \(host) is not an IPv4 or IPv6 literal")
         }
-        let fd = try Sockets.makeStreamSocket(family: storage.ss_family)
-        do throws(ReactorError) {
-            try Sockets.setNoDelay(fd)
-        } catch {
-            Glibc.close(fd)
-            throw error
-        }
+        let fd = try backend.makeStreamSocket(family: storage.ss_family)
         guard let index = slots.allocate(fd: fd, state: .connecting) else {
-            Glibc.close(fd)
+            if fd >= 0 { Glibc.close(fd) }
             throw ReactorError("connect: all \(slots.capacity) slots are in use")
         }
         slots.address(index).pointee = storage

@@ -11,6 +11,8 @@ protocol ReactorBackend: AnyObject {
     /// True when the next turn has work that must not wait (events already known).
     var hasImmediateWork: Bool { get }
 
+    /// A fresh non-blocking TCP socket (TCP_NODELAY) for `connect`; the simulated backend has none (-1).
+    func makeStreamSocket(family: sa_family_t) throws(ReactorError) -> Int32
     /// The slot at `index` holds a fresh socket and its peer address; start connecting.
     func startConnect(_ index: UInt32)
     /// The slot at `index` holds a listening socket; start accepting continuously.
@@ -29,6 +31,19 @@ protocol ReactorBackend: AnyObject {
                             _ handle: (ReactorEvent) -> Void)
     /// Cancels and closes everything; the backend is unusable afterwards.
     func shutdown()
+}
+
+extension ReactorBackend {
+    func makeStreamSocket(family: sa_family_t) throws(ReactorError) -> Int32 {
+        let fd = try Sockets.makeStreamSocket(family: family)
+        do throws(ReactorError) {
+            try Sockets.setNoDelay(fd)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return fd
+    }
 }
 
 /// What to do when creating an io_uring ring failed (docs/DESIGN.md §6).

@@ -13,6 +13,8 @@ import Glibc
 public enum IOBackendKind: String, Sendable {
     case uring
     case epoll
+    /// The simulator's in-memory network (`Reactor(configuration:sockets:)`).
+    case simulated
 }
 
 /// How a reactor receives bytes; fixed at start-up.

@@ -26,6 +26,17 @@ public struct SimulationScenario {
     /// Resume as `--retry-unknown` does, sending again the rows that may have gone out (a test
     /// sets it to show that the invariants catch the double sends this allows).
     public var resumeRetriesUnknown = false
+    /// One provider's server stops answering for hours (every connection reset, every connect
+    /// refused): the breaker must stop the lane, and a resume once the server is back finishes
+    /// the campaign. Nil for most seeds.
+    public var serverDeath: ServerDeath?
+    /// The network between pushcast and the servers.
+    public var network: NetworkModel
+    /// Keep the results lines in the report (`SimulationReport.results`), for a test that
+    /// compares two runs of one seed.
+    public var keepsResults = false
+    /// A bug planted in the client worker (a test shows the sweep catches it); nil: none.
+    public var mutation: ClientWorkerMutation? = nil
     /// FCM's `--rate` (its limiter, which throttles and pauses on provider-wide 429s); nil: none.
     public var fcmRatePerSecond: Double? = nil
 
@@ -41,6 +52,8 @@ public struct SimulationScenario {
         resendsMax = Int(random.next(below: 12))
         requestTimeoutNanoseconds = 1_000_000_000 + random.next(below: 10_000_000_000)
         rowDeadlineNanoseconds = random.next(below: 3) == 0 ? 5_000_000_000 + random.next(below: 60_000_000_000) : nil
+        network = .random(SplitMix64(seed: seed ^ 0x4E45_5457_4F52_4B00))
+        serverDeath = ServerDeath.random(SplitMix64(seed: seed ^ 0x4445_4154_4800_0000))
         crashes = (0..<Int(random.next(below: 4) == 0 ? 1 + random.next(below: 3) : 0)).map { _ in random.next(below: 3_000_000_000) }
     }
 
@@ -49,6 +62,23 @@ public struct SimulationScenario {
         var text = "token,platform,name\n"
         for row in rows { text += "\(row.token),\(row.platform),\(row.name)\n" }
         return Array(text.utf8)
+    }
+}
+
+/// A server that goes down for longer than any run may last.
+public struct ServerDeath: Sendable {
+    public var provider: ProviderID
+    public var atNanoseconds: UInt64
+    public var lastsNanoseconds: UInt64 = 6 * 3600 * 1_000_000_000
+    /// Instead of refusing connections, the server closes each one right after its TLS handshake.
+    public var closesAfterHandshake = false
+
+    /// One seed in 25.
+    static func random(_ random: SplitMix64) -> ServerDeath? {
+        guard random.next(below: 25) == 0 else { return nil }
+        var death = ServerDeath(provider: random.next(below: 2) == 0 ? .apns : .fcm, atNanoseconds: 300_000_000 + random.next(below: 2_000_000_000))
+        death.closesAfterHandshake = random.next(below: 2) == 0
+        return death
     }
 }
 

@@ -20,14 +20,17 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var virtualSeconds = 0.0
     public var outcomes: [OutcomeKind: Int] = [:]
     public var faults = ""
-    /// Runs cut short by a simulated crash, each followed by a resume.
+    /// Runs cut short by a simulated crash or stopped by the breaker, each followed by a resume.
     public var crashes = 0
     public var violations: [String] = []
+    /// The results file's lines in row order, their time fields (latency) left out; only when
+    /// the scenario `keepsResults`.
+    public var results: [String] = []
 
     public var description: String {
         let counts = OutcomeKind.allCases.compactMap { kind in outcomes[kind].map { "\(kind.rawValue) \($0)" } }.joined(separator: ", ")
         var text = "seed \(seed): \(rows) rows, \(requests) requests, \(deliveries) delivered, "
-            + NumberText.fixed(virtualSeconds, places: 1) + " s virtual" + (crashes > 0 ? ", \(crashes) crashes resumed" : "") + " (\(counts))"
+            + NumberText.fixed(virtualSeconds, places: 1) + " s virtual" + (crashes > 0 ? ", \(crashes) stops resumed" : "") + " (\(counts))"
         if !violations.isEmpty { text += "\n  " + violations.prefix(10).joined(separator: "\n  ") }
         return text
     }
@@ -48,33 +51,56 @@ public enum CampaignSimulator {
             .apns: SimulatedServer(provider: SimulatedAPNs(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
             .fcm: SimulatedServer(provider: SimulatedFCM(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
         ]
-        report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model)"
+        report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
+            + (scenario.serverDeath.map { "; the \($0.provider.rawValue) server dies at \($0.atNanoseconds / 1_000_000) ms\($0.closesAfterHandshake ? ", closing connections after the handshake" : "")" } ?? "")
         let tokens = FCMAccessTokens(clock: ManualClock()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
         defer { tokens.close() }
         let clock = ManualClock()
+        let network = SimulatedNetwork(clock: clock, model: scenario.network, seed: scenario.seed &+ 3)
         do {
             try tokens.start { _ in }
-            let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty
-                ? try runInMemory(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap)
-                : try runWithCrashes(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap)
+            if let death = scenario.serverDeath, let server = servers[death.provider] {
+                network.schedule(at: death.atNanoseconds) {
+                    if death.closesAfterHandshake {
+                        server.closesAfterHandshakeUntil = network.now + death.lastsNanoseconds
+                    } else {
+                        server.startOutage(at: network.now, lasting: death.lastsNanoseconds)
+                    }
+                    network.resetEveryLink(to: server)
+                }
+            }
+            let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty && scenario.serverDeath == nil
+                ? try runInMemory(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
+                : try runWithCrashes(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
             report.virtualSeconds = Double(clock.nanoseconds) / 1e9
             report.crashes = crashes
             if let cutShort { report.violations.append("the run did not end by itself: \(cutShort)") }
             SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary).check(into: &report)
+            if scenario.keepsResults { report.results = resultLines(records) }
         } catch {
             report.violations.append("cannot run the campaign: \(error)")
         }
         return report
     }
 
+    static func resultLines(_ records: [OutcomeRecord]) -> [String] {
+        records.sorted { $0.row < $1.row }.map { record in
+            var timeless = record
+            timeless.latencyMilliseconds = nil
+            var line: [UInt8] = []
+            ResultEncoding.appendLine(timeless, format: .ndjson, to: &line)
+            return String(decoding: line, as: UTF8.self)
+        }
+    }
+
     typealias Ending = (records: [OutcomeRecord], summary: CampaignSummary, cutShort: String?, crashes: Int)
 
     /// One run, its outcomes kept in memory.
-    private static func runInMemory(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+    private static func runInMemory(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                     tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
         let sink = RecordingSink()
-        let (summary, cutShort) = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink,
+        let (summary, cutShort) = try runOnce(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap, sink: sink,
                                               durability: nil, crashAfter: nil)
         return (sink.records, summary, cutShort, 0)
     }
@@ -82,7 +108,7 @@ public enum CampaignSimulator {
     /// Runs that crash where the scenario says, each resumed from its results file and journal
     /// (`send --resume`) on real files, until one ends by itself; the records are the results
     /// file's lines.
-    private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+    private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                        tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
         let directory = try FileSystem.makeTemporaryDirectory(in: Environment.temporaryDirectory,
                                                               prefix: "pushcast-sim-\(scenario.seed)")
@@ -91,35 +117,50 @@ public enum CampaignSimulator {
         let fingerprint = CampaignFingerprint(campaign: "sim", input: "\(scenario.seed)", templates: "sim", providers: "apns,fcm",
                                               resultsFormat: "ndjson")
         var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)
-        var crashes = 0
-        for (index, crash) in (scenario.crashes.map { Optional($0) } + [nil]).enumerated() {
+        var crashes = 0, breakerStops = 0
+        var crashesLeft = scenario.crashes[...]
+        for index in 0... {
+            let crash = crashesLeft.popFirst()
             let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, columns: .standard, fingerprint: fingerprint,
                                                          request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
                                                                                         policy: .never, boot: "simulated", files: Machine.real.files),
                                                          note: { _ in })
             let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
                                            restoredPrune: durability.restoredPrune, columns: .standard, files: Machine.real.files)
-            last = try runOnce(scenario, servers: servers, clock: clock, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
+            last = try runOnce(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
                                crashAfter: crash)
             if crash != nil && last.cutShort == "crashed" {
                 crashes += 1
-                clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
+                network.clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
+                continue
+            }
+            if let death = scenario.serverDeath, last.cutShort == nil, last.summary.stoppedBecause != nil, breakerStops < 2,
+               network.clock.nanoseconds < death.atNanoseconds + death.lastsNanoseconds {
+                // The breaker (or a connection that never worked) stopped the run while the server
+                // was down: its owner resumes once the server is back.
+                breakerStops += 1
+                network.clock.nanoseconds = max(network.clock.nanoseconds, death.atNanoseconds + death.lastsNanoseconds) + 1_000_000_000
+                crashesLeft = crash.map { [$0] + crashesLeft } ?? crashesLeft
                 continue
             }
             break
         }
         var records: [OutcomeRecord] = []
         _ = try RecoveredResults.read(try readWholeFile(results) ?? [], format: .ndjson, path: results, columns: .standard) { records.append($0) }
-        return (records, last.summary, last.cutShort, crashes)
+        return (records, last.summary, last.cutShort, crashes + breakerStops)
     }
 
     /// One run of the campaign (one process's life) on the simulated crew.
-    private static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], clock: ManualClock,
+    private static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                 tokens: FCMAccessTokens, wrap: WorkloadWrapper?, sink: OutcomeSink, durability: CampaignDurability?,
                                 crashAfter: UInt64?) throws -> (summary: CampaignSummary, cutShort: String?) {
         let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
         run.durability = durability
-        return self.run(run, servers: servers, clock: clock, seed: scenario.seed, sink: sink, crashAfter: crashAfter)
+        // Against a server that died, a working breaker stops the run within a minute or two; one
+        // still running after a quarter of an hour retries a dead server instead of stopping.
+        let limit: UInt64 = scenario.serverDeath == nil ? 4 * 3600 * 1_000_000_000 : 15 * 60 * 1_000_000_000
+        return self.run(run, servers: servers, network: network, seed: scenario.seed, sink: sink, crashAfter: crashAfter,
+                        mutation: scenario.mutation, timeLimit: limit)
     }
 
     /// Runs any campaign, its feeds and lanes built by the caller (for a provider of its own,
@@ -127,12 +168,23 @@ public enum CampaignSimulator {
     /// time. `cutShort` says why the run did not end by itself (nil when it did): a crash after
     /// `crashAfter` ns, or four virtual hours gone.
     public static func run(_ run: CampaignRun, servers: [ProviderID: SimulatedServer], clock: ManualClock, seed: UInt64,
-                           sink: OutcomeSink, crashAfter: UInt64? = nil) -> (summary: CampaignSummary, cutShort: String?) {
+                           sink: OutcomeSink, crashAfter: UInt64? = nil, network model: NetworkModel = NetworkModel())
+        -> (summary: CampaignSummary, cutShort: String?)
+    {
+        let network = SimulatedNetwork(clock: clock, model: model, seed: seed &+ 3)
+        return self.run(run, servers: servers, network: network, seed: seed, sink: sink, crashAfter: crashAfter, mutation: nil,
+                        timeLimit: 4 * 3600 * 1_000_000_000)
+    }
+
+    static func run(_ run: CampaignRun, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork, seed: UInt64,
+                    sink: OutcomeSink, crashAfter: UInt64?, mutation: ClientWorkerMutation?, timeLimit: UInt64)
+        -> (summary: CampaignSummary, cutShort: String?)
+    {
         var crew: SimulatedCrew?
-        let start = clock.nanoseconds
+        let start = network.clock.nanoseconds
         let summary = run.run(sinks: [sink]) { lanes, outcomes in
-            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, clock: clock, seed: seed &+ start,
-                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + 4 * 3600 * 1_000_000_000)
+            let made = SimulatedCrew(lanes: lanes, outcomes: outcomes, servers: servers, network: network, seed: seed &+ start,
+                                     crashAt: crashAfter.map { start + $0 }, timeLimit: start + timeLimit, mutation: mutation)
             crew = made
             return made
         }

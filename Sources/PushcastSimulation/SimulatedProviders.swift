@@ -7,7 +7,7 @@ public final class SimulatedAPNs: SimulatedProvider {
     public init() {}
     public var provider: ProviderID { .apns }
 
-    public func token(of request: UnsafePointer<HTTP2Request>) -> String { request.pointee.pathSuffix }
+    public func token(path: String, body: [UInt8]) -> String { String(path.split(separator: "/").last ?? "") }
 
     public func accepted(_ random: SplitMix64) -> HTTP2Response {
         HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", Self.uuid(random))])
@@ -39,8 +39,7 @@ public final class SimulatedFCM: SimulatedProvider {
     public var provider: ProviderID { .fcm }
 
     /// The body starts `{"message":{"token":"<token>"`; the token is what follows up to its quote.
-    public func token(of request: UnsafePointer<HTTP2Request>) -> String {
-        let body = request.pointee.body
+    public func token(path: String, body: [UInt8]) -> String {
         let key = Array(#""token":""#.utf8)
         guard let start = Self.find(key, in: body) else { return "" }
         let from = start + key.count

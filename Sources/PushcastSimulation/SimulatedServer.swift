@@ -71,8 +71,8 @@ public struct FaultModel: Sendable, CustomStringConvertible {
 /// One per provider; a provider added to pushcast adds one of these to be simulated.
 public protocol SimulatedProvider: AnyObject {
     var provider: ProviderID { get }
-    /// The device token a request is addressed to.
-    func token(of request: UnsafePointer<HTTP2Request>) -> String
+    /// The device token a request is addressed to, from its `:path` and body as the server got them.
+    func token(path: String, body: [UInt8]) -> String
     func accepted(_ random: SplitMix64) -> HTTP2Response
     /// The token is dead: the answer that makes pushcast prune it.
     func unregistered() -> HTTP2Response
@@ -107,9 +107,15 @@ public final class SimulatedServer {
     public private(set) var deliveries: [String: Int] = [:]
     /// Requests that arrived, per token.
     public private(set) var requests: [String: Int] = [:]
-    /// Down until this time (an outage); each outage bumps `epoch`, which drops every connection.
+    /// Down until this time (an outage): connections are refused.
     private(set) var downUntil: UInt64 = 0
-    private(set) var epoch = 0
+    /// Until this time the server closes every connection right after its TLS handshake (a
+    /// broken server behind a working load balancer): only the breaker stops a client.
+    var closesAfterHandshakeUntil: UInt64 = 0
+    /// The network its connections arrive on, and the TLS context it answers them with (set by
+    /// the simulated crew).
+    var network: SimulatedNetwork?
+    var tls: TLSContext?
     public private(set) var outages = 0
 
     public init(provider: SimulatedProvider, model: FaultModel, seed: UInt64) {
@@ -161,9 +167,15 @@ public final class SimulatedServer {
         if random.next(below: 2) == 0 { _ = process(token: token) }
     }
 
-    func startOutage(at now: UInt64) {
-        downUntil = now + model.outageNanoseconds
-        epoch += 1
+    func startOutage(at now: UInt64, lasting: UInt64? = nil) {
+        downUntil = now + (lasting ?? model.outageNanoseconds)
         outages += 1
+    }
+
+    /// A connection arrives: the real server side of TLS and HTTP/2 takes it.
+    func accept(_ link: SimulatedLink) -> SimulatedServerConnection? {
+        guard let network, let tls, let channel = try? ServerConnection(context: tls, limits: Limits()) else { return nil }
+        return SimulatedServerConnection(link: link, server: self, network: network, channel: channel,
+                                         closesAfterHandshake: network.now < closesAfterHandshakeUntil)
     }
 }

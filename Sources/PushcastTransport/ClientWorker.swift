@@ -35,6 +35,8 @@ public struct ClientConfiguration: Sendable {
     /// Connections dropped (not closed gracefully), by reason, over every worker of the lane.
     /// Copies share it.
     public let drops = ConnectionDrops()
+    /// A bug planted for a simulation test (nil everywhere else).
+    public var mutation: ClientWorkerMutation? = nil
 
     public init(endpoint: Endpoint, address: String, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration) {
         self.endpoint = endpoint
@@ -43,6 +45,16 @@ public struct ClientConfiguration: Sendable {
         self.limits = limits
         self.reactor = reactor
     }
+}
+
+/// Bugs a simulation test plants in `ClientWorker`, to show that the simulator's sweep catches
+/// them. Never set outside tests.
+public enum ClientWorkerMutation: String, Sendable, CaseIterable {
+    /// A stream that fails with its fate unknown on a connection going away (after a GOAWAY) is
+    /// taken as unprocessed, safe to send again, though its id is at or below the last-stream-id.
+    case retriesStreamsAtOrBelowGoAway
+    /// The breaker never trips: a dead server is retried for ever.
+    case breakerNeverTrips
 }
 
 /// Whether a server has answered anything, shared by the workers of one lane.
@@ -136,14 +148,31 @@ public final class ClientWorker {
     private var lastBytesNanoseconds: UInt64 = 0
     public private(set) var statistics = ClientWorkerStatistics()
 
-    public init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock) throws(TransportError) {
+    public convenience init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock) throws(TransportError) {
+        let reactor: Reactor
+        do { reactor = try Reactor(configuration: configuration.reactor) } catch {
+            throw TransportError("cannot start the I/O reactor: \(error)")
+        }
+        self.init(configuration: configuration, connectionCount: connectionCount, workload: workload, clock: clock, reactor: reactor)
+    }
+
+    /// A worker over simulated sockets (the simulator's network) instead of the kernel's; the
+    /// simulator steps it with `start()` and `turn()` on a virtual clock.
+    public convenience init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock,
+                            sockets: any SimulatedSockets) throws(TransportError) {
+        let reactor: Reactor
+        do { reactor = try Reactor(configuration: configuration.reactor, sockets: sockets) } catch {
+            throw TransportError("cannot start the I/O reactor: \(error)")
+        }
+        self.init(configuration: configuration, connectionCount: connectionCount, workload: workload, clock: clock, reactor: reactor)
+    }
+
+    private init(configuration: ClientConfiguration, connectionCount: Int, workload: ClientWorkload, clock: TurnClock, reactor: Reactor) {
         precondition(connectionCount >= 1)
         self.configuration = configuration
         self.workload = workload
         self.clock = clock
-        do { reactor = try Reactor(configuration: configuration.reactor) } catch {
-            throw TransportError("cannot start the I/O reactor: \(error)")
-        }
+        self.reactor = reactor
         connections = (0..<connectionCount).map { Connection(index: $0) }
         breaker = ConnectionBreaker(configuration: configuration, endpoint: configuration.endpoint.description,
                                     nowNanoseconds: clock.nowNanoseconds())
@@ -158,44 +187,66 @@ public final class ClientWorker {
 
     /// Runs until the workload is exhausted and every request has its answer, or a fatal error.
     public func run() throws(TransportError) {
+        start()
+        while try !turn() {}
+    }
+
+    /// Opens the connections: what `run` does before its first turn.
+    public func start() {
         for c in connections { open(c) }
-        while true {
-            if fatal == nil, let trip = breaker.stalled(nowNanoseconds: clock.nowNanoseconds()) { fatal = tripped(trip + stallDetail()) }
-            if let fatal { abandonAll(); throw fatal }
-            if workload.shouldAbandon {
-                abandonAll()
-                workload.turnEnded()
-                return
-            }
-            fill()
-            workload.willWrite()
-            if workload.shouldAbandon {
-                abandonAll()
-                workload.turnEnded()
-                return
-            }
-            flush()
-            if workload.isExhausted && inFlight == 0 {
-                closeAll()
-                workload.turnEnded()
-                return
-            }
-            let timeout = pollTimeout()
-            var clockRefreshed = false
-            do {
-                try reactor.poll(timeoutNanoseconds: timeout) { event in
-                    if !clockRefreshed {
-                        clock.refresh()
-                        clockRefreshed = true
-                    }
-                    self.handle(event)
-                }
-            } catch {
-                throw TransportError("I/O failed: \(error)")
-            }
-            if !clockRefreshed { clock.refresh() }
-            tick()
+    }
+
+    /// One loop turn of `run`: true when the worker is done (the workload exhausted and every
+    /// request answered, or abandoned). A fatal error ends the worker.
+    public func turn() throws(TransportError) -> Bool {
+        if fatal == nil, configuration.mutation != .breakerNeverTrips, let trip = breaker.stalled(nowNanoseconds: clock.nowNanoseconds()) {
+            fatal = tripped(trip + stallDetail())
+        }
+        if let fatal { abandonAll(); throw fatal }
+        if workload.shouldAbandon {
+            abandonAll()
             workload.turnEnded()
+            return true
+        }
+        fill()
+        workload.willWrite()
+        if workload.shouldAbandon {
+            abandonAll()
+            workload.turnEnded()
+            return true
+        }
+        flush()
+        if workload.isExhausted && inFlight == 0 {
+            closeAll()
+            workload.turnEnded()
+            return true
+        }
+        let timeout = pollTimeout()
+        var clockRefreshed = false
+        do {
+            try reactor.poll(timeoutNanoseconds: timeout) { event in
+                if !clockRefreshed {
+                    clock.refresh()
+                    clockRefreshed = true
+                }
+                self.handle(event)
+            }
+        } catch {
+            throw TransportError("I/O failed: \(error)")
+        }
+        if !clockRefreshed { clock.refresh() }
+        tick()
+        workload.turnEnded()
+        return false
+    }
+
+    /// The process dies here (a simulated crash): every connection is dropped at once, and the
+    /// workload hears nothing more.
+    public func abandonSilently() {
+        for c in connections {
+            if let slot = c.slot { reactor.close(slot) }
+            c.slot = nil
+            c.channel = nil
         }
     }
 
@@ -262,7 +313,7 @@ public final class ClientWorker {
         } else {
             death = handshakeDone ? .closedAfterHandshake : .closedDuringHandshake
         }
-        if let trip = breaker.connectionDied(death) {
+        if let trip = breaker.connectionDied(death), configuration.mutation != .breakerNeverTrips {
             fatal = tripped(trip)
             return
         }
@@ -471,9 +522,11 @@ public final class ClientWorker {
                     configuration.answers.record()
                 }
                 workload.received(tag: tag, response: response)
-            case .failed(let tag, let failure):
+            case .failed(let tag, var failure):
                 inFlight -= 1
-                if let trip = breaker.streamFailed(failure, nowNanoseconds: clock.nowNanoseconds()), fatal == nil {
+                if configuration.mutation == .retriesStreamsAtOrBelowGoAway && c.draining && !failure.isSafeToRetry { failure = .goAwayUnprocessed }
+                if let trip = breaker.streamFailed(failure, nowNanoseconds: clock.nowNanoseconds()), fatal == nil,
+                   configuration.mutation != .breakerNeverTrips {
                     fatal = tripped(trip)
                 }
                 workload.failed(tag: tag, failure: failure)

@@ -1,6 +1,7 @@
 import PushcastCore
 import PushcastEngine
 import PushcastSimulation
+import PushcastTransport
 import PushcastWire
 import XCTest
 
@@ -9,7 +10,7 @@ import XCTest
 final class SimulationTests: XCTestCase {
     /// Seeds the test sweep runs; PUSHCAST_SIM_SEEDS overrides it.
     static var seeds: ClosedRange<UInt64> {
-        let count = ProcessInfo.processInfo.environment["PUSHCAST_SIM_SEEDS"].flatMap { UInt64($0) } ?? 200
+        let count = ProcessInfo.processInfo.environment["PUSHCAST_SIM_SEEDS"].flatMap { UInt64($0) } ?? 40
         return 1...max(1, count)
     }
 
@@ -25,11 +26,18 @@ final class SimulationTests: XCTestCase {
         XCTAssertGreaterThan(requests, Int(Self.seeds.count) * 10, "the sweep sent next to nothing")
     }
 
+    /// One seed twice: the same report, the same virtual time and the same results lines (their
+    /// time fields aside), through the real client, TLS and HTTP/2 over the simulated network.
     func testASeedReplaysExactly() {
-        let first = CampaignSimulator.run(SimulationScenario(seed: 12))
-        let second = CampaignSimulator.run(SimulationScenario(seed: 12))
+        var scenario = SimulationScenario(seed: 12)
+        scenario.keepsResults = true
+        let first = CampaignSimulator.run(scenario)
+        let second = CampaignSimulator.run(scenario)
         XCTAssertEqual(first.description, second.description)
         XCTAssertEqual(first.virtualSeconds, second.virtualSeconds)
+        XCTAssertEqual(first.results.count, scenario.rows.count)
+        XCTAssertEqual(first.results, second.results)
+        XCTAssertTrue(first.results.contains { $0.contains(#""outcome":"delivered""#) }, "\(first.results.prefix(2))")
         XCTAssertNotEqual(first.description, CampaignSimulator.run(SimulationScenario(seed: 13)).description)
     }
 
@@ -156,5 +164,25 @@ final class SimulatedThrottleTests: XCTestCase {
         let rows = Double(calm.rows.count)
         XCTAssertEqual(report.outcomes[.delivered], calm.rows.count, "\(report)")
         XCTAssertLessThan(report.virtualSeconds, rows / 100 * 1.05 + 1.5, "\(report)")
+    }
+}
+
+/// Bugs planted in the real `ClientWorker` (`ClientConfiguration.mutation`): the default sweep
+/// must catch each one, and the test says which seed and which invariant did.
+final class ClientWorkerMutationTests: XCTestCase {
+    func testTheDefaultSweepCatchesEveryPlantedBug() {
+        for mutation in ClientWorkerMutation.allCases {
+            var caught: String?
+            for seed in SimulationTests.seeds {
+                var scenario = SimulationScenario(seed: seed)
+                scenario.mutation = mutation
+                if let violation = CampaignSimulator.run(scenario).violations.first {
+                    caught = "seed \(seed): \(violation)"
+                    break
+                }
+            }
+            XCTAssertNotNil(caught, "\(mutation.rawValue) went unnoticed by seeds \(SimulationTests.seeds)")
+            print("mutation \(mutation.rawValue) caught by \(caught ?? "nothing")")
+        }
     }
 }
