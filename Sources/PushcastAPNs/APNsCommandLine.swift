@@ -120,7 +120,8 @@ final class APNsSetup: ProviderSetup {
         guard let settings, let endpoint else { throw ProviderSetupError("APNs: the payload template was not compiled") }
         return ProviderConnection(endpoint: endpoint, tls: try tlsContext(trust: context.trust, topic: settings.headers.topic),
                                   connections: try parsed.int("connections", default: 4, range: 1...1024),
-                                  streams: try parsed.int("streams", default: 1000, range: 1...100_000))
+                                  streams: try parsed.int("streams", default: 1000, range: 1...100_000),
+                                  responseHeaders: ["apns-id", "apns-unique-id", "retry-after", "content-type"])
     }
 
     func start(onFatal: @escaping @Sendable (String) -> Void) throws -> any AdapterFactory {

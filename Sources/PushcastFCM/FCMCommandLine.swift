@@ -110,7 +110,8 @@ final class FCMSetup: ProviderSetup {
     func connection() throws -> ProviderConnection {
         ProviderConnection(endpoint: endpoint, tls: try trustOnly(),
                            connections: try parsed.int("fcm-connections", default: 4, range: 1...1024),
-                           streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000))
+                           streams: try parsed.int("fcm-streams", default: 100, range: 1...100_000),
+                           responseHeaders: ["retry-after", "content-type"])
     }
 
     /// The access tokens every worker shares: the first one is fetched here, before anything is

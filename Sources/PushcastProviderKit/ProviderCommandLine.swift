@@ -78,11 +78,14 @@ public struct ProviderConnection: Sendable {
     public var connections: Int
     /// The cap on concurrent streams per connection (the server's SETTINGS may lower it).
     public var streams: Int
-    public init(endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int) {
+    /// The response headers its adapter reads (lower case): the HTTP/2 client keeps only these.
+    public var responseHeaders: [String]
+    public init(endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, responseHeaders: [String]) {
         self.endpoint = endpoint
         self.tls = tls
         self.connections = connections
         self.streams = streams
+        self.responseHeaders = responseHeaders
     }
 }
 

@@ -89,7 +89,7 @@ public enum CampaignSimulator {
             var timeless = record
             timeless.latencyMilliseconds = nil
             var line: [UInt8] = []
-            ResultEncoding.appendLine(timeless, format: .ndjson, to: &line)
+            ResultEncoding.appendLine(timeless, format: .ndjson, columns: .standard, to: &line)
             return String(decoding: line, as: UTF8.self)
         }
     }

@@ -223,8 +223,9 @@ enum SendCommand {
         var lanes: [ProviderLane] = []
         for setup in plan.setups where plan.activeProviders.contains(setup.id) {
             let connection = try setup.connection()
-            let client = try client(connection.endpoint, tls: connection.tls, connections: connection.connections,
+            var client = try client(connection.endpoint, tls: connection.tls, connections: connection.connections,
                                     streams: connection.streams, tuning.connection)
+            client.limits.responseHeadersKept = connection.responseHeaders
             let factory = try setup.start { message in stopBox.stop(message) }
             started.append(setup)
             let limiter = tuning.rates[setup.id].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
