@@ -13,7 +13,7 @@ final class FCMCommandLineTests: XCTestCase {
     let clock = ManualClock(epochSecondsAtZero: 1_800_000_000)
 
     func configure(_ arguments: [String], environment: [String: String] = [:]) throws -> (any ProviderSetup)? {
-        guard case .arguments(let parsed) = try Self.spec.parse(arguments) else { throw XCTSkip("help") }
+        guard case .arguments(let parsed) = try Self.spec.parse(arguments) else { throw ProviderSetupError("the test arguments asked for help") }
         let context = ProviderContext(files: SecretFile.read, environment: { environment[$0] }, wallClock: clock, monotonicClock: clock,
                                       trust: TLSConfiguration(), notice: { _ in },
                                       sendOne: { _, _, _ in .failure(ProviderSetupError("no network in this test")) })
