@@ -1,11 +1,9 @@
 import Foundation
-import PushcastAPNs
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastProviderKit
 import PushcastProviders
-import PushcastFCM
 import PushcastInput
 import PushcastJSON
 import PushcastProviderKit

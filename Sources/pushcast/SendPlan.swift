@@ -1,11 +1,9 @@
 import Foundation
-import PushcastAPNs
 import PushcastCommandLine
 import PushcastCore
 import PushcastEngine
 import PushcastProviderKit
 import PushcastProviders
-import PushcastFCM
 import PushcastInput
 import PushcastJSON
 import PushcastProviderKit
@@ -95,8 +93,8 @@ extension SendCommand {
         let context = try providerContext(parsed)
         let setups = try StandardProviders.commandLines.compactMap { try $0.configure(parsed, context: context) }
         guard !setups.isEmpty else {
-            throw parsed.error("no provider to send to: give APNs credentials (--apns-key... or --apns-cert) with --payload, "
-                + "and/or an FCM service account (--fcm-credentials) with --fcm-payload")
+            throw parsed.error("no provider to send to: give "
+                + StandardProviders.commandLines.map(\.credentialHint).joined(separator: ", and/or "))
         }
         return setups
     }
