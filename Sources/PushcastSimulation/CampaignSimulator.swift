@@ -48,8 +48,8 @@ public enum CampaignSimulator {
     public static func run(_ scenario: SimulationScenario, wrap: WorkloadWrapper? = nil) -> SimulationReport {
         var report = SimulationReport(seed: scenario.seed)
         let servers: [ProviderID: SimulatedServer] = [
-            .apns: SimulatedServer(provider: SimulatedAPNs(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
-            .fcm: SimulatedServer(provider: SimulatedFCM(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
+            .apns: SimulatedServer(provider: APNsSimulatedAnswers(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
+            .fcm: SimulatedServer(provider: FCMSimulatedAnswers(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
         ]
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastWire
 
 /// How often the simulated server misbehaves: each rate is a chance per request. A seed picks
@@ -65,19 +66,6 @@ public struct FaultModel: Sendable, CustomStringConvertible {
             + "cut-refuse \(p(cutRefuse)) cut-goaway \(p(cutGoAway)) "
             + "jitter \(latencyJitterNanoseconds / 1_000_000) ms"
     }
-}
-
-/// What a provider's server says, in its own words, for the simulator's server to send back.
-/// One per provider; a provider added to pushcast adds one of these to be simulated.
-public protocol SimulatedProvider: AnyObject {
-    var provider: ProviderID { get }
-    /// The device token a request is addressed to, from its `:path` and body as the server got them.
-    func token(path: String, body: [UInt8]) -> String
-    func accepted(_ random: SplitMix64) -> HTTP2Response
-    /// The token is dead: the answer that makes pushcast prune it.
-    func unregistered() -> HTTP2Response
-    /// An error the client should retry: 429, 500 or 503.
-    func transient(status: Int) -> HTTP2Response
 }
 
 /// How one stream ends on the simulated server, decided when it arrives and carried out when

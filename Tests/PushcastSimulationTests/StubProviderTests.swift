@@ -157,7 +157,7 @@ final class StubProviderTests: XCTestCase {
         let stubServer = SimulatedServer(provider: SimulatedStub(), model: faults, seed: 7)
         var calm = FaultModel()
         calm.deadTokens = 0
-        let apnsServer = SimulatedServer(provider: SimulatedAPNs(), model: calm, seed: 8)
+        let apnsServer = SimulatedServer(provider: APNsSimulatedAnswers(), model: calm, seed: 8)
         let sink = RecordingSink()
         let (summary, cutShort) = CampaignSimulator.run(try makeRun(csv, rows: rows, stubFaults: faults),
                                                         servers: [.apns: apnsServer, .stub: stubServer], clock: ManualClock(), seed: 1, sink: sink)
