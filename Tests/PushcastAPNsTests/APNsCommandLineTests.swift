@@ -24,8 +24,8 @@ final class APNsCommandLineTests: XCTestCase {
                         sendOne: { _, _, _ in .failure(ProviderSetupError("no network in this test")) })
     }
 
-    func configure(_ arguments: [String], environment: [String: String] = [:]) throws -> (any ProviderSetup)? {
-        try APNsCommandLine().configure(try parse(arguments), context: context(environment: environment))
+    func configure(_ arguments: [String], environment: [String: String] = [:], notices: NoticeLog = NoticeLog()) throws -> (any ProviderSetup)? {
+        try APNsCommandLine().configure(try parse(arguments), context: context(environment: environment, notices: notices))
     }
 
     func keyFile() throws -> String {
@@ -70,9 +70,12 @@ final class APNsCommandLineTests: XCTestCase {
     }
 
     func testHeadersAndEndpointAreReadWithTheTemplate() throws {
+        let notices = NoticeLog()
         let setup = try XCTUnwrap(try configure(["--payload", "p.json", "--apns-topic", "com.example.app", "--push-type", "voip",
-                                                 "--apns-environment", "sandbox", "--streams", "77"]))
+                                                 "--apns-environment", "sandbox", "--streams", "77"], notices: notices))
         let rendering = try XCTUnwrap(try setup.rendering(template: #"{"aps":{}}"#, path: "p.json", columns: ["token"]) as? APNsRendering)
+        XCTAssertEqual(notices.all, ["pushcast: note: apns-topic is 'com.example.app.voip' for push type voip"],
+                       "the headers' notes reach the user through the command's notice")
         XCTAssertEqual(rendering.payloadBytesMax, 5120, "VoIP payloads may be 5 KB")
         let line = try XCTUnwrap(setup.firstRequestLine(sample: ("0123abcd…<64 chars>", "id-1")))
         XCTAssertTrue(line.hasPrefix("first APNs request: POST /3/device/0123abcd…<64 chars> apns-id id-1"), line)
