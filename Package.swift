@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput", "CCompression"]),
         .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),
-        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastCommandLine",
+        .testTarget(name: "PushcastAPNsTests", dependencies: ["PushcastAPNs", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastCommandLine", "PushcastTransport",
                                                              "PushcastWire", "COpenSSL"]),
         .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastMock", "PushcastCommandLine",
                                                             "PushcastTransport", "PushcastWire", "COpenSSL"]),

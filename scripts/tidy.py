@@ -94,7 +94,6 @@ IMPORT_RULES = {
 
 # (file, module imported): why the import is there today. Each entry is one to remove.
 IMPORT_EXCEPTIONS = {
-    ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to take a thread and a waiter from the caller',
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
@@ -132,8 +131,6 @@ SYSCALL_PATTERNS = (
 SYSCALL_EXCEPTIONS = {
     ('Sources/PushcastWire/TLSContext.swift', 'access('): "the system trust store is OpenSSL's (docs/ARCHITECTURE.md, Syscalls outside the system modules)",
     ('Sources/PushcastWire/TLSContext.swift', 'getenv('): "SSL_CERT_DIR: the system trust store is OpenSSL's (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/SendPlan.swift', 'NSTemporaryDirectory('): "TMPDIR, a read of the environment (docs/ARCHITECTURE.md)",
-    ('Sources/pushcast/SendPlan.swift', 'ProcessInfo'): "the environment the provider modules read (GOOGLE_APPLICATION_CREDENTIALS, passphrase variables; docs/ARCHITECTURE.md)",
 }
 
 CLOCK_PATTERNS = (
@@ -152,21 +149,11 @@ CLOCK_PATTERNS = (
 # (file, clock read): why it is there today.
 CLOCK_EXCEPTIONS = {
     ('Sources/PushcastTransport/Threads.swift', 'SystemClock.monotonicNanoseconds()'): "ThreadCondition's timed wait: pthread takes an absolute CLOCK_MONOTONIC deadline",
-    ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to take a waiter from the caller",
     ('Sources/PushcastMock/MockFCM.swift', 'SystemClock.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",
     ('Sources/PushcastMock/MockProjectQuota.swift', 'Reactor.nowNanoseconds()'): "the mock's project quota: to take a MonotonicClock",
     ('Sources/PushcastMock/MockResponder.swift', 'Reactor.nowNanoseconds()'): "the mock's rate limit: to take a MonotonicClock",
     ('Sources/PushcastTransport/LoadGenerator.swift', 'Reactor.nowNanoseconds()'): "bench start and end: to use the clock it is given",
     ('Sources/PushcastTransport/ServerWorker.swift', 'Reactor.nowNanoseconds()'): "server timers (trickle, delays): to use the worker's clock",
-    ('Sources/pushcast/BenchAPNs.swift', 'SystemClock.wallClockSeconds()'): "the CLI stamps the bench JWT: to use SystemWallClock",
-    ('Sources/pushcast/LogOutput.swift', 'Date()'): "the default log timestamp: to use SystemWallClock",
-    ('Sources/pushcast/MockCommand.swift', 'DispatchTime.now'): "mock --duration deadline: to use SystemClock.Monotonic",
-    ('Sources/pushcast/PruneApplyCommand.swift', 'SystemClock.wallClockSeconds()'): "the CLI times prune-apply: to use SystemWallClock",
-    ('Sources/pushcast/ReportCommand.swift', 'Date()'): "the CLI times the report: to use SystemClock.Monotonic",
-    ('Sources/pushcast/SendCommand.swift', 'Reactor.nowNanoseconds()'): "the CLI seeds --start-jitter and starts the rate limiters: to use SystemClock.Monotonic",
-    ('Sources/pushcast/SendPlan.swift', 'Reactor.nowNanoseconds()'): "the CLI times the first read: to use SystemClock.Monotonic",
-    ('Sources/pushcast/SendObservers.swift', 'Date()'): "progress and metrics timestamps: to use SystemWallClock",
-    ('Sources/pushcast/SendSnapshot.swift', 'Reactor.nowNanoseconds()'): "the CLI times the snapshot: to use SystemClock.Monotonic",
 }
 
 RULE_FIXES = {

@@ -35,6 +35,27 @@ public protocol Waker: AnyObject, Sendable {
     func wake()
 }
 
+/// A lock and a condition for a thread that waits without a reactor (a credential refresher),
+/// with a timed wait on the monotonic clock. PushcastTransport's `ThreadCondition` is the real one.
+public protocol WaitCondition: AnyObject, Sendable {
+    func lock()
+    func unlock()
+    /// Wakes one waiter.
+    func signal()
+    /// With the lock held: releases it, waits until signalled or until `seconds` have passed,
+    /// and takes it again. False when the time ran out.
+    @discardableResult
+    func wait(seconds: Double) -> Bool
+}
+
+/// Where a module gets a background thread and the condition it waits on: the process's threads
+/// (PushcastTransport's `BackgroundThreads.system`), or a test's.
+public protocol ThreadSource: Sendable {
+    /// Starts `body` on a new thread named `name`, not waited for.
+    func start(name: String, _ body: @escaping @Sendable () -> Void)
+    func makeCondition() -> any WaitCondition
+}
+
 /// A source of random 64-bit values.
 public protocol RandomSource: AnyObject {
     func next() -> UInt64

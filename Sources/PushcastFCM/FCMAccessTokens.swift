@@ -1,4 +1,3 @@
-import Foundation
 import PushcastCore
 import PushcastProviderKit
 import PushcastWire
@@ -39,15 +38,17 @@ public final class FCMAccessTokens: @unchecked Sendable {
 
     private let fetch: @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>
     private let clock: MonotonicClock
-    private let condition = NSCondition()
+    private let threads: any ThreadSource
+    private let condition: any WaitCondition
     private var state = State()
-    private var thread: Thread?
     /// Called once, from the refresher thread, when no token can be had any more.
     private var onFatal: (@Sendable (String) -> Void)?
 
     /// `fetch` performs one token request (blocking); it runs on the refresher thread only.
-    public init(clock: MonotonicClock, fetch: @escaping @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>) {
+    public init(clock: MonotonicClock, threads: any ThreadSource, fetch: @escaping @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>) {
         self.clock = clock
+        self.threads = threads
+        condition = threads.makeCondition()
         self.fetch = fetch
     }
 
@@ -81,16 +82,13 @@ public final class FCMAccessTokens: @unchecked Sendable {
             break
         }
         self.onFatal = onFatal
-        let thread = Thread { [self] in refreshLoop() }
-        thread.name = "fcm-oauth"
-        self.thread = thread
-        thread.start()
+        threads.start(name: "fcm-oauth") { [self] in refreshLoop() }
     }
 
     /// Waits before another first attempt (nothing else waits on the condition yet).
     private func pause(seconds: Double) {
         condition.lock()
-        _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
+        condition.wait(seconds: seconds)
         condition.unlock()
     }
 
@@ -154,7 +152,7 @@ public final class FCMAccessTokens: @unchecked Sendable {
                 let wanted = state.rejectedGeneration == state.generation || now >= state.refreshAtNanoseconds
                 if wanted && now >= state.notBeforeNanoseconds { break }
                 let until = wanted ? state.notBeforeNanoseconds : state.refreshAtNanoseconds
-                _ = condition.wait(until: Date(timeIntervalSinceNow: min(Double(until - now) / 1e9, 1.0)))
+                condition.wait(seconds: min(Double(until - now) / 1e9, 1.0))
             }
             if state.closed {
                 condition.unlock()

@@ -120,7 +120,7 @@ final class FCMSetup: ProviderSetup {
         let (tokenEndpoint, tokenPath) = try Endpoint.split(url: tokenURI)
         let tls = try trustOnly()
         let (account, signer, context) = (account, signer, context)
-        let tokens = FCMAccessTokens(clock: context.monotonicClock) {
+        let tokens = FCMAccessTokens(clock: context.monotonicClock, threads: context.threads) {
             FCMTokenFetcher.fetch(account: account, signer: signer, endpoint: tokenEndpoint.description, authority: tokenEndpoint.authority,
                                   path: tokenPath, nowEpochSeconds: { context.wallClock.secondsSinceEpoch() }) {
                 context.sendOne(tokenEndpoint, tls, $0)

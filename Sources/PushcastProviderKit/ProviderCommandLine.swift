@@ -28,6 +28,8 @@ public struct ProviderContext: @unchecked Sendable {
     public var environment: @Sendable (String) -> String?
     public var wallClock: WallClock
     public var monotonicClock: MonotonicClock
+    /// Where a credential refresher gets its thread.
+    public var threads: any ThreadSource
     /// The trust every connection uses (--ca-file); a provider may add a client certificate.
     public var trust: TLSConfiguration
     /// Prints a note or a warning for the user, as given ("pushcast: note: …").
@@ -37,12 +39,13 @@ public struct ProviderContext: @unchecked Sendable {
     public var sendOne: @Sendable (Endpoint, TLSContext, HTTP2Request) -> Result<HTTP2Response, any Error>
 
     public init(files: @escaping SecretFileReader, environment: @escaping @Sendable (String) -> String?, wallClock: WallClock,
-                monotonicClock: MonotonicClock, trust: TLSConfiguration, notice: @escaping @Sendable (String) -> Void,
+                monotonicClock: MonotonicClock, threads: any ThreadSource, trust: TLSConfiguration, notice: @escaping @Sendable (String) -> Void,
                 sendOne: @escaping @Sendable (Endpoint, TLSContext, HTTP2Request) -> Result<HTTP2Response, any Error>) {
         self.files = files
         self.environment = environment
         self.wallClock = wallClock
         self.monotonicClock = monotonicClock
+        self.threads = threads
         self.trust = trust
         self.notice = notice
         self.sendOne = sendOne

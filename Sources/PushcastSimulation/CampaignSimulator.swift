@@ -54,7 +54,7 @@ public enum CampaignSimulator {
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
             + (scenario.serverDeath.map { "; the \($0.provider.rawValue) server dies at \($0.atNanoseconds / 1_000_000) ms\($0.closesAfterHandshake ? ", closing connections after the handshake" : "")" } ?? "")
-        let tokens = FCMAccessTokens(clock: ManualClock()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
+        let tokens = FCMAccessTokens(clock: ManualClock(), threads: SystemThreads()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
         defer { tokens.close() }
         let clock = ManualClock()
         let network = SimulatedNetwork(clock: clock, model: scenario.network, seed: scenario.seed &+ 3)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import PushcastCore
 import PushcastSystem
 
 /// `strerror` text for an errno value, e.g. "Connection refused (111)".
@@ -31,6 +32,19 @@ public final class WorkerThreads: @unchecked Sendable {
     public func join() { group.wait() }
 }
 
+/// The process's threads, for a module that takes a `ThreadSource`.
+public struct SystemThreads: ThreadSource {
+    public init() {}
+
+    public func start(name: String, _ body: @escaping @Sendable () -> Void) {
+        let thread = Thread(block: body)
+        thread.name = name
+        thread.start()
+    }
+
+    public func makeCondition() -> any WaitCondition { ThreadCondition() }
+}
+
 /// Runs `bodies` each on its own thread and waits for all of them. Workers share nothing while
 /// they run; each result comes back in order.
 /// Collects one result per thread.
@@ -57,7 +71,7 @@ public func runOnThreads<Result: Sendable>(count: Int, name: String, _ body: @es
 
 /// A mutex and a condition variable (pthread) for hand-offs between threads, with a timed wait
 /// that runs on CLOCK_MONOTONIC: a step of the wall clock neither cuts a wait short nor stretches it.
-public final class ThreadCondition: @unchecked Sendable {
+public final class ThreadCondition: WaitCondition, @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
 

@@ -91,7 +91,7 @@ enum BenchAPNs {
             reader = try TokenFileReader(source: SyntheticTokenSource(count: requests), format: .csv, fileName: "<synthetic>")
             let text = body.map { String(decoding: $0, as: UTF8.self) } ?? BenchCommand.defaultBody
             template = try PayloadTemplate.compile(text: text, columns: reader.columns)
-            headers = try APNsCampaignHeaders(topic: topic, nowEpochSeconds: Int64(SystemClock.wallClockSeconds()))
+            headers = try APNsCampaignHeaders(topic: topic, nowEpochSeconds: Int64(Machine.real.wallClockSeconds()))
             layout = try RowLayout(columns: reader.columns, idColumn: nil, defaultProvider: .apns, fileName: "<synthetic>")
         } catch {
             throw CommandFailure("\(error)")

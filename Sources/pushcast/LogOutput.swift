@@ -1,5 +1,6 @@
 import Foundation
 import PushcastCommandLine
+import PushcastCore
 import PushcastEngine
 import PushcastJSON
 import PushcastReactor
@@ -63,11 +64,11 @@ extension Console {
     }
 
     /// UTC, ISO 8601 with milliseconds (gmtime_r: safe from any thread).
-    static func timestamp(_ date: Date = Date()) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+    static func timestamp(_ epochSeconds: Double = Machine.real.wallClockSeconds()) -> String {
+        var seconds = time_t(epochSeconds.rounded(.down))
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        let milliseconds = Int((date.timeIntervalSince1970 - Double(seconds)) * 1000)
+        let milliseconds = Int((epochSeconds - Double(seconds)) * 1000)
         return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
                       Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), min(999, milliseconds))
     }

@@ -154,8 +154,11 @@ enum MockCommand {
         describe(server, configuration)
 
         if let duration {
-            let deadline = DispatchTime.now() + .nanoseconds(Int(CommonOptions.nanoseconds(duration)))
-            DispatchQueue.global().asyncAfter(deadline: deadline) { CurrentProcess.send(signal: SIGTERM) }
+            let nanoseconds = CommonOptions.nanoseconds(duration)
+            DispatchQueue.global().async {
+                SystemClock.sleep(nanoseconds: nanoseconds)
+                CurrentProcess.send(signal: SIGTERM)
+            }
         }
         StopSignals.waitForStop()
         let statistics = server.stop()

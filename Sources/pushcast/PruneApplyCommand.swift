@@ -1,5 +1,6 @@
 import Foundation
 import PushcastCommandLine
+import PushcastCore
 import PushcastDatabase
 import PushcastEngine
 import PushcastInput
@@ -95,7 +96,7 @@ enum PruneApplyCommand {
     /// unregistered_at, else --since, else now. A line without a usable time stops the run when
     /// --updated-column needs one.
     static func readPruneFile(_ path: String, since: String?, needsTime: Bool) throws -> ([PruneEntry], Int) {
-        let now = PruneTime.format(epochSeconds: Int64(SystemClock.wallClockSeconds()))
+        let now = PruneTime.format(epochSeconds: Int64(Machine.real.wallClockSeconds()))
         let reader: TokenFileReader
         do { reader = try TokenFileReader(source: InputFileSource(try InputFile(path: path)), format: .csv, fileName: path) } catch {
             throw CommandFailure("\(error)")

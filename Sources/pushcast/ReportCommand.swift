@@ -28,7 +28,8 @@ enum ReportCommand {
         let files = parsed.positionalValues("results")
         guard !files.isEmpty else { throw parsed.error("give at least one results file") }
         guard let output = parsed.value("html") else { throw parsed.error("--html FILE is required (where the page goes)") }
-        let started = Date()
+        let clock = Machine.real.monotonicClock()
+        let started = clock.nowNanoseconds()
         var report = CampaignReport(catalog: .standard)
         if let path = parsed.value("summary") {
             guard let bytes = try? readWholeFile(path), let summary = CampaignSummary.parse(bytes, catalog: .standard) else {
@@ -49,7 +50,7 @@ enum ReportCommand {
         try CommonOptions.write(page, to: output)
         Console.error(String(format: "pushcast report: %d rows from %d file%@ (%d timeline%@) in %.2f s: %@", report.counted.rows, files.count,
                              files.count == 1 ? "" : "s", report.timeline.files, report.timeline.files == 1 ? "" : "s",
-                             Date().timeIntervalSince(started), output))
+                             Double(clock.nowNanoseconds() - started) / 1e9, output))
         return .success
     }
 }

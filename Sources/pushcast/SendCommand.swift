@@ -250,7 +250,7 @@ enum SendCommand {
     /// `--start-jitter`: a random 0…TIME pause after the lanes are set up, before any worker starts.
     static func startJitter(_ jitter: Duration?, quiet: Bool) {
         guard let jitter, jitter > .zero else { return }
-        let delay = SplitMix64(seed: Reactor.nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: CommonOptions.nanoseconds(jitter) + 1)
+        let delay = SplitMix64(seed: Machine.real.monotonicClock().nowNanoseconds() ^ UInt64(CurrentProcess.id)).next(below: CommonOptions.nanoseconds(jitter) + 1)
         if !quiet { Console.error(String(format: "pushcast: starting in %.1f s (--start-jitter)", Double(delay) / 1e9)) }
         SystemClock.sleep(nanoseconds: delay)
     }
@@ -259,7 +259,7 @@ enum SendCommand {
         for setup in plan.setups { try setup.requireSendable() }
         let output = try sendOutput(plan, parsed)
         let durability = try prepareDurability(plan, plan.options, output: output)
-        let now = Reactor.nowNanoseconds()
+        let now = Machine.real.monotonicClock().nowNanoseconds()
         let tuning = try tuning(plan, parsed, now: now)
         let stopBox = StopSignal()
         var started: [any ProviderSetup] = []

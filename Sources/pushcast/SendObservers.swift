@@ -132,7 +132,7 @@ final class MetricsFileWriter: CampaignObserver {
     func observe(_ progress: CampaignProgress) {
         guard progress.isFinal || progress.elapsedNanoseconds >= due else { return }
         due = progress.elapsedNanoseconds + interval
-        let text = metrics.render(progress, nowEpochSeconds: Date().timeIntervalSince1970)
+        let text = metrics.render(progress, nowEpochSeconds: Machine.real.wallClockSeconds())
         do { try Self.replace(path, with: text) } catch {
             if !warned { Console.error("pushcast: warning: --metrics-file: \(error)") }
             warned = true
@@ -191,7 +191,7 @@ final class TimelineWriter: CampaignObserver {
         func object(_ counts: [ProviderID: Int]) -> String {
             "{" + counts.sorted { $0.key.position < $1.key.position }.map { "\"\($0.key.rawValue)\":\($0.value)" }.joined(separator: ",") + "}"
         }
-        let line = String(format: "{\"wall\":%.3f,\"elapsed\":%.3f,", Date().timeIntervalSince1970, elapsed)
+        let line = String(format: "{\"wall\":%.3f,\"elapsed\":%.3f,", Machine.real.wallClockSeconds(), elapsed)
             + "\"rows\":\(object(rows)),\"retries\":\(object(retries))}\n"
         do {
             let file = try OutputFile(path: path, append: !truncate)

@@ -76,8 +76,8 @@ extension SendCommand {
         var trust = TLSConfiguration()
         trust.additionalCAFile = parsed.value("ca-file")
         return ProviderContext(
-            files: SecretFile.read, environment: { ProcessInfo.processInfo.environment[$0] }, wallClock: SystemWallClock(),
-            monotonicClock: SystemClock.Monotonic(), trust: trust, notice: { Console.error($0) },
+            files: SecretFile.read, environment: { Environment.value($0) }, wallClock: SystemWallClock(),
+            monotonicClock: SystemClock.Monotonic(), threads: SystemThreads(), trust: trust, notice: { Console.error($0) },
             sendOne: { endpoint, tls, request in
                 do {
                     let tuning = try ConnectionTuning(parsed)
@@ -185,15 +185,15 @@ extension SendCommand {
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured, catalog: .standard)
             keyer.shard = shard
             var owned = 0
-            let map = shard.isSplit ? try ShardRowMap(files: Machine.real.files, directory: NSTemporaryDirectory()) : nil
+            let map = shard.isSplit ? try ShardRowMap(files: Machine.real.files, directory: Environment.temporaryDirectory) : nil
             // A compressed export holds more rows than its size says: size the plan for 8:1.
             let size = (FileSystem.size(path) ?? 0) * (isCompressed(path) ? 8 : 1)
             // A big file takes seconds: say what happens before the first send.
             let tell = size > 32 << 20 && !parsed.flag("quiet")
-            let started = Reactor.nowNanoseconds()
+            let started = Machine.real.monotonicClock().nowNanoseconds()
             if tell { Console.error("pushcast: reading \(path) once to find repeated tokens before sending…") }
             var rows = 0
-            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), files: Machine.real.files, directory: NSTemporaryDirectory(),
+            let duplicatePlan = try DuplicatePlan.build(reader: &first, expectedRows: max(1, size / 32), files: Machine.real.files, directory: Environment.temporaryDirectory,
                                                         malformed: { row in
                                                             if shard.owns(row: row) { owned += 1 }
                                                             try map?.mark(row: row, owned: shard.owns(row: row))
@@ -208,7 +208,7 @@ extension SendCommand {
             }
             if tell {
                 Console.error(String(format: "pushcast: %d rows, %d repeated tokens (%.1f s)", duplicatePlan.rows,
-                                     duplicatePlan.duplicateCount, Double(Reactor.nowNanoseconds() - started) / 1e9))
+                                     duplicatePlan.duplicateCount, Double(Machine.real.monotonicClock().nowNanoseconds() - started) / 1e9))
             }
             map?.linesAreRows = reader.format == .csv && reader.irregularRecords == 0
             try map?.finish()
@@ -220,7 +220,7 @@ extension SendCommand {
         } catch let error as InputProblem {
             throw CommandFailure("cannot read \(path): \(error)")
         } catch {
-            throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(NSTemporaryDirectory())): \(error)")
+            throw CommandFailure("\(path): cannot plan the duplicates before sending (a first read of the file into scratch files in \(Environment.temporaryDirectory)): \(error)")
         }
     }
 

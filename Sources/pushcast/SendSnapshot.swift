@@ -122,7 +122,7 @@ enum DatabaseInput {
     /// snapshot is whole or absent). A stop signal ends it as an interruption before sending.
     static func take(url: DatabaseURL, query: String, to path: String, _ parsed: ParsedArguments) throws {
         let partial = path + ".partial-\(CurrentProcess.id)"
-        let started = Reactor.nowNanoseconds()
+        let started = Machine.real.monotonicClock().nowNanoseconds()
         let rows: Int
         do {
             let session = try Database.connect(url, password: try password(parsed, for: url), readOnly: true)
@@ -140,7 +140,7 @@ enum DatabaseInput {
         do { try FileSystem.rename(partial, to: path) } catch { throw CommandFailure("cannot rename the snapshot to \(path): \(error)") }
         if !parsed.flag("quiet") {
             Console.error(String(format: "pushcast: %@: %d rows read into the snapshot %@ (%.1f s)", url.description, rows, path,
-                                 Double(Reactor.nowNanoseconds() - started) / 1e9))
+                                 Double(Machine.real.monotonicClock().nowNanoseconds() - started) / 1e9))
         }
     }
 }

@@ -4,6 +4,7 @@ import PushcastCommandLine
 import PushcastCore
 import PushcastProviderKit
 import PushcastSystem
+import PushcastTransport
 import PushcastWire
 import XCTest
 
@@ -19,7 +20,7 @@ final class APNsCommandLineTests: XCTestCase {
     }
 
     func context(environment: [String: String] = [:], notices: NoticeLog = NoticeLog()) -> ProviderContext {
-        ProviderContext(files: SecretFile.read, environment: { environment[$0] }, wallClock: clock, monotonicClock: clock,
+        ProviderContext(files: SecretFile.read, environment: { environment[$0] }, wallClock: clock, monotonicClock: clock, threads: SystemThreads(),
                         trust: TLSConfiguration(), notice: { notices.add($0) },
                         sendOne: { _, _, _ in .failure(ProviderSetupError("no network in this test")) })
     }

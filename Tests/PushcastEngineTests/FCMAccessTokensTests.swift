@@ -167,7 +167,7 @@ final class FCMAccessTokensTests: XCTestCase {
         init(lifetimeSeconds: Int, start: Bool = true) throws {
             let endpoint = TokenEndpoint(lifetimeSeconds: lifetimeSeconds)
             self.endpoint = endpoint
-            tokens = FCMAccessTokens(clock: clock) { endpoint.fetch() }
+            tokens = FCMAccessTokens(clock: clock, threads: SystemThreads()) { endpoint.fetch() }
             if start {
                 let fatal = self.fatal
                 try tokens.start { fatal.record($0) }
@@ -311,7 +311,7 @@ final class FCMAccessTokensTests: XCTestCase {
         let forged = try FCMServiceAccount(json: forgedJSON, source: "forged.json")
         let forgedSigner = try RS256Signer(account: forged)
         let assertion = try OAuthAssertion.make(account: forged, signer: forgedSigner, issuedAt: now)
-        let refused = FCMAccessTokens(clock: SystemClock.Monotonic()) {
+        let refused = FCMAccessTokens(clock: SystemClock.Monotonic(), threads: SystemThreads()) {
             FCMTokenFetcher.fetch(account: forged, signer: forgedSigner, client: client, path: "/token", nowEpochSeconds: { now })
         }
         do {
@@ -332,7 +332,7 @@ final class FCMAccessTokensTests: XCTestCase {
         XCTAssertNil(refused.current())
 
         let signer = try RS256Signer(account: account)
-        let accepted = FCMAccessTokens(clock: SystemClock.Monotonic()) {
+        let accepted = FCMAccessTokens(clock: SystemClock.Monotonic(), threads: SystemThreads()) {
             FCMTokenFetcher.fetch(account: account, signer: signer, client: client, path: "/token",
                                   nowEpochSeconds: { Int64(SystemClock.wallClockSeconds()) })
         }

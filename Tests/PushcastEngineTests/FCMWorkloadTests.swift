@@ -9,6 +9,7 @@ import PushcastAPNs
 import PushcastCore
 @testable import PushcastEngine
 import PushcastFCM
+import PushcastTransport
 import PushcastWire
 import XCTest
 
@@ -38,7 +39,7 @@ final class FCMWorkloadTests: XCTestCase {
              rowDeadlineNanoseconds: UInt64? = nil, retryAfterMaxNanoseconds: UInt64? = nil) throws {
             let endpoint = TokenEndpoint(lifetimeSeconds: lifetimeSeconds)
             self.endpoint = endpoint
-            tokens = FCMAccessTokens(clock: tokenClock) { endpoint.fetch() }
+            tokens = FCMAccessTokens(clock: tokenClock, threads: SystemThreads()) { endpoint.fetch() }
             let fatal = self.fatal
             try tokens.start { fatal.record($0) }
             channel = NotificationChannel(capacity: channelCapacity)

@@ -4,6 +4,7 @@ import PushcastCore
 import PushcastFCM
 import PushcastProviderKit
 import PushcastSystem
+import PushcastTransport
 import PushcastWire
 import XCTest
 
@@ -14,7 +15,7 @@ final class FCMCommandLineTests: XCTestCase {
 
     func configure(_ arguments: [String], environment: [String: String] = [:]) throws -> (any ProviderSetup)? {
         guard case .arguments(let parsed) = try Self.spec.parse(arguments) else { throw ProviderSetupError("the test arguments asked for help") }
-        let context = ProviderContext(files: SecretFile.read, environment: { environment[$0] }, wallClock: clock, monotonicClock: clock,
+        let context = ProviderContext(files: SecretFile.read, environment: { environment[$0] }, wallClock: clock, monotonicClock: clock, threads: SystemThreads(),
                                       trust: TLSConfiguration(), notice: { _ in },
                                       sendOne: { _, _, _ in .failure(ProviderSetupError("no network in this test")) })
         return try FCMCommandLine().configure(parsed, context: context)
