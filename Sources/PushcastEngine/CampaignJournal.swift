@@ -329,7 +329,7 @@ public final class CampaignJournal {
     }
 
     /// Where the workers write their dispatch marks (`D` lines); nil without a boot id.
-    public func dispatchLog(feedKeys: [ProviderID: String]) -> DispatchLog? {
+    public func dispatchLog(feedKeys: [String: String]) -> DispatchLog? {
         boot == nil ? nil : DispatchLog(file: file, feedKeys: feedKeys)
     }
 

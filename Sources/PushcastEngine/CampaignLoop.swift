@@ -83,7 +83,7 @@ final class CampaignLoop<Crew: CampaignCrew> {
         self.start = start
         self.log = log
         lastProgress = start
-        feedLanes = feeds.map { feed in feed.preparer.sends.compactMap { crew.board.feeder($0) } }
+        feedLanes = feeds.map { feed in feed.preparer.sends.flatMap { crew.board.feeders($0, routes: feed.preparer.routeFilter) } }
         feedDone = Array(repeating: false, count: feeds.count)
     }
 
@@ -258,8 +258,15 @@ final class CampaignLoop<Crew: CampaignCrew> {
                 }
             }
         }
-        let provider = notification.provider
-        board.feeder(provider)!.add(consume notification)
+        guard let feeder = board.feeder(for: notification) else {
+            var outcome = OutcomeRecord(row: notification.row, id: notification.id, token: notification.packedToken, provider: notification.provider,
+                                        outcome: .failed, reason: OutcomeReason.noRoute,
+                                        error: "no lane goes to this row's server: \(notification.provider.rawValue) rows need a file input, "
+                                            + "whose first read finds their servers")
+            record(&outcome)
+            return
+        }
+        feeder.add(consume notification)
     }
 
     /// Results reach the kernel every loop turn that recorded any while the workers keep

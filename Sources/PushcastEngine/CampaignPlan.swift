@@ -36,6 +36,15 @@ public struct CampaignPlan {
     public var shard = ShardSpec.whole
     /// The shard's rows, as the first read of a file found them (nil: unsharded, or stdin).
     public var shardMap: ShardRowMap?
+    /// Each routed provider's routes (its servers) and their rows, found by the first read of a
+    /// file; stdin has none, so its rows for a routed provider fail (`OutcomeReason.noRoute`).
+    public var routes: [ProviderID: RouteTable] = [:]
+    /// The most feeds that read one routed provider's rows: its busiest routes get one each,
+    /// the rest share the last (a paused server holds up only the routes of its own feed).
+    public static let routeFeedsMax = 8
+    /// The most servers of one routed provider a campaign sends to (each gets a lane, with its
+    /// connections and a worker thread).
+    public static let routesMax = 256
 
     public init(inputPath: String, fileName: String, format: InputFormat, reader: TokenFileReader, layout: RowLayout,
                 renderings: [ProviderID: any ProviderRendering], catalog: ProviderCatalog, campaign: String) {
@@ -89,10 +98,13 @@ public struct CampaignPlan {
             throw .options("no configured provider can get rows from \(fileName) (rows without a platform column go to "
                 + "--provider \(layout.defaultProvider.rawValue))")
         }
-        var seen = Set<ProviderID>()
+        var seen = Set<String>()
         for lane in lanes {
             guard renderings[lane.provider] != nil else { throw .options("a lane for \(lane.provider), which has no template in this campaign") }
-            guard seen.insert(lane.provider).inserted else { throw .options("two lanes for \(lane.provider)") }
+            guard seen.insert(lane.key).inserted else { throw .options("two lanes for \(lane.key)") }
+            guard (lane.route != nil) == catalog[lane.provider].isRouted else {
+                throw .options("the lane for \(lane.key) \(lane.route == nil ? "has no route" : "has a route its provider does not use")")
+            }
         }
     }
 
@@ -100,18 +112,26 @@ public struct CampaignPlan {
     /// holds up another; stdin is read once, for all. The first feed records the rows no
     /// provider takes.
     public func feeds(providers: [ProviderID]) throws(CampaignError) -> [CampaignFeed] {
-        guard providers.count > 1, let reopen else {
+        let readers = providers.flatMap { provider in
+            catalog[provider].isRouted && routes[provider] != nil
+                ? routes[provider]!.groups(max: Self.routeFeedsMax).enumerated().map { (provider, RouteTable(routes: $0.element), $0.offset == 0) }
+                : [(provider, nil, true)]
+        }
+        guard readers.count > 1, let reopen else {
             skipOtherShards(reader)
             return [CampaignFeed(reader: reader, preparer: preparer(sends: Set(providers), recordsUnroutable: true))]
         }
         var feeds: [CampaignFeed] = []
-        for (index, provider) in providers.enumerated() {
+        for (index, (provider, routeFilter, recordsRouteless)) in readers.enumerated() {
             let feedReader: TokenFileReader
             if index == 0 { feedReader = reader } else {
                 do { feedReader = try reopen() } catch { throw .input("cannot read \(fileName): \(error)") }
             }
             skipOtherShards(feedReader)
-            feeds.append(CampaignFeed(reader: feedReader, preparer: preparer(sends: [provider], recordsUnroutable: index == 0)))
+            var preparer = preparer(sends: [provider], recordsUnroutable: index == 0)
+            preparer.routeFilter = routeFilter
+            preparer.recordsRoutelessRows = recordsRouteless
+            feeds.append(CampaignFeed(reader: feedReader, preparer: preparer))
         }
         return feeds
     }

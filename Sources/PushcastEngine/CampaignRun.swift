@@ -34,8 +34,22 @@ public struct CampaignFeed {
         self.preparer = preparer
     }
 
-    /// The feed's name in the journal: its providers, in position order (`apns`, `apns+fcm`).
-    public var journalKey: String { preparer.sends.sorted { $0.position < $1.position }.map(\.rawValue).joined(separator: "+") }
+    /// The feed's name in the journal: its providers, in position order (`apns`, `apns+fcm`);
+    /// a feed of some of a routed provider's routes adds its busiest route
+    /// (`webpush@https://push.example`).
+    public var journalKey: String {
+        let providers = preparer.sends.sorted { $0.position < $1.position }.map(\.rawValue).joined(separator: "+")
+        guard let first = preparer.routeFilter?.routes.first else { return providers }
+        return providers + "@" + JournalText.escape(first)
+    }
+
+    /// Whether this feed hands rows to `lane`.
+    func feeds(_ lane: ProviderLane) -> Bool {
+        guard preparer.sends.contains(lane.provider) else { return false }
+        guard let route = lane.route, let filter = preparer.routeFilter else { return true }
+        var text = route.prefix
+        return text.withUTF8 { filter.index(of: UnsafeRawBufferPointer($0)) } != nil
+    }
 
     /// The next record, the preparer's layout grown first when the reader found new columns.
     /// One access to the feed: reaching the reader and the preparer from outside it
@@ -98,8 +112,8 @@ public final class CampaignRun {
     /// Runs the campaign with these sinks and the crew `makeCrew` builds: real threads and
     /// sockets (`run()`), or the simulator's in-memory server and virtual clock.
     public func run<Crew: CampaignCrew>(sinks: [OutcomeSink], makeCrew: ([ProviderLane], OutcomeChannel) -> Crew) -> CampaignSummary {
-        var feedKeys: [ProviderID: String] = [:]
-        for feed in feeds { for provider in feed.preparer.sends { feedKeys[provider] = feed.journalKey } }
+        var feedKeys: [String: String] = [:]
+        for lane in lanes { feedKeys[lane.key] = feeds.first { $0.feeds(lane) }?.journalKey }
         let outcomes = OutcomeChannel(dispatch: durability?.journal.dispatchLog(feedKeys: feedKeys))
         started?(outcomes)
         let crew = makeCrew(lanes, outcomes)

@@ -11,18 +11,17 @@ import PushcastCore
 /// answer may have gone out).
 public final class DispatchLog: Sendable {
     private let file: any JournalStorage
-    /// Each provider's journal feed key, by the provider's position.
-    private let feedOf: [String?]
+    /// The journal feed key of each lane (`ProviderLane.key`): the feed that hands it rows.
+    private let feedOf: [String: String]
 
-    public init(file: any JournalStorage, feedKeys: [ProviderID: String]) {
+    public init(file: any JournalStorage, feedKeys: [String: String]) {
         self.file = file
-        feedOf = (0..<ProviderID.positionsMax).map { position in feedKeys.first { $0.key.position == position }?.value }
+        feedOf = feedKeys
     }
 
-    /// The marks one worker of `provider`'s lane keeps; nil when no feed sends to it.
-    public func marks(for provider: ProviderID) -> DispatchMarks? {
-        guard provider.position < feedOf.count, let feed = feedOf[provider.position] else { return nil }
-        return DispatchMarks(log: self, feed: feed)
+    /// The marks one worker of the lane `key` keeps; nil when no feed sends to it.
+    public func marks(forLane key: String) -> DispatchMarks? {
+        feedOf[key].map { DispatchMarks(log: self, feed: $0) }
     }
 
     /// One whole line, in one write (several workers append at once; O_APPEND keeps lines whole).

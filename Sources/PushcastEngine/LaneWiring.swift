@@ -32,7 +32,8 @@ public final class LaneWiring: @unchecked Sendable {
         if board?.wirings.allSatisfy({ $0.channels.allSatisfy(\.isLaneBroken) }) ?? true {
             outcomes.stop(reason: reason, resumable: resumable)
         } else {
-            outcomes.laneFailed(reason: reason + "; the other providers' lanes carried on", resumable: resumable)
+            outcomes.laneFailed(reason: reason + (lane.route == nil ? "; the other providers' lanes carried on" : "; the other lanes carried on"),
+                               resumable: resumable)
         }
     }
 
@@ -40,7 +41,7 @@ public final class LaneWiring: @unchecked Sendable {
     public func context(worker index: Int, outcomes: OutcomeChannel, clock: TurnClock, random: RandomSource) -> WorkloadContext {
         WorkloadContext(channel: channels[index], outcomes: outcomes, gauge: gauges[index], clock: clock, random: random,
                         inFlightMax: shares[index] * lane.client.limits.streamsPerConnectionMax,
-                        dispatch: outcomes.dispatch?.marks(for: lane.provider))
+                        dispatch: outcomes.dispatch?.marks(forLane: lane.key))
     }
 
     /// Notifications that can be between the reader and an answer at once in this lane.

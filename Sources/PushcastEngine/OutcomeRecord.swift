@@ -85,6 +85,9 @@ public enum OutcomeReason {
     public static let duplicate = "Duplicate"
     public static let providerNotConfigured = "ProviderNotConfigured"
     public static let unknownProvider = "UnknownProvider"
+    /// A routed provider's row whose server has no lane in this run (read from stdin, which is
+    /// not read first to find the servers).
+    public static let noRoute = "NoRoute"
     public static let timeout = "Timeout"
     public static let connectionLost = "ConnectionLost"
     public static let streamReset = "StreamReset"

@@ -22,10 +22,25 @@ public protocol CampaignWorkload: ClientWorkload {
 
 extension SendWorkload: CampaignWorkload {}
 
+/// The server a routed provider's lane sends to: its route (a token prefix, e.g. a push
+/// service's origin) and how to find a token's route (`PushProvider.routeLength`).
+public struct LaneRoute: Sendable {
+    public let prefix: String
+    public let length: @Sendable (UnsafeRawBufferPointer) -> Int?
+
+    public init(prefix: String, length: @escaping @Sendable (UnsafeRawBufferPointer) -> Int?) {
+        self.prefix = prefix
+        self.length = length
+    }
+}
+
 /// One provider's share of a campaign: its connections, worker threads, and send loop. Each
-/// provider has its own lane (its own connections, rate limiter, retry queues and counters).
+/// provider has its own lane (its own connections, rate limiter, retry queues and counters); a
+/// routed provider has one per server (`route`).
 public struct ProviderLane: Sendable {
     public let provider: ProviderID
+    /// A routed provider's server; nil for a provider with one.
+    public var route: LaneRoute? = nil
     public let client: ClientConfiguration
     public let connections: Int
     public let workers: Int
@@ -39,6 +54,10 @@ public struct ProviderLane: Sendable {
         self.workers = max(1, min(workers, connections))
         self.makeWorkload = makeWorkload
     }
+
+    /// The lane's name in the journal's dispatch marks and in messages: `apns`, or
+    /// `webpush@https://push.example`.
+    public var key: String { route.map { "\(provider.rawValue)@\($0.prefix)" } ?? provider.rawValue }
 
     /// A lane whose workers each send through an adapter `factory` makes.
     public init<Factory: AdapterFactory>(provider: ProviderID, client: ClientConfiguration, connections: Int, workers: Int,

@@ -176,6 +176,20 @@ public struct RowPreparer {
     /// The shard's rows as the first read of a file decided them (`ShardRowMap`): another
     /// shard's row is skipped before its token is read again. Nil for stdin (read once).
     public var shardRows: ShardRowCursor?
+    /// The routes of a routed provider this preparer sends (nil: all of them). A routed
+    /// provider's rows are read by several feeds, each sending some of its routes.
+    public var routeFilter: RouteTable?
+    /// Whether this preparer records a routed provider's rows that have no route to filter on
+    /// (a missing or invalid token): exactly one of the provider's feeds does.
+    public var recordsRoutelessRows = true
+    /// Routes of the valid rows `planKey` has seen, by provider (a routed provider's only),
+    /// when it collects them (`collectRoutes(max:)`).
+    public private(set) var routesFound: [ProviderID: RouteTable] = [:]
+    private var routesMax = 0
+    /// Rows whose route did not fit in `routesFound`.
+    public private(set) var routesRefused = 0
+    /// The routed providers as bits.
+    private let routedBits: UInt8
 
     /// `configured` overrides the providers taken as configured (default: the keys of
     /// `renderings`): a preparer that only keys rows for the duplicate plan needs no templates.
@@ -194,6 +208,7 @@ public struct RowPreparer {
         self.sends = sends
         configuredBits = configuredProviders.reduce(0) { $0 | Self.bit($1) }
         sendsBits = sends.reduce(0) { $0 | Self.bit($1) }
+        routedBits = catalog.providers.filter(\.isRouted).reduce(0) { $0 | Self.bit($1.id) }
         self.recordsUnroutable = recordsUnroutable
         var renderers = [(any NotificationRenderer)?](repeating: nil, count: ProviderID.positionsMax)
         for (provider, rendering) in renderings { renderers[provider.position] = rendering.makeRenderer(campaign: campaign) }
@@ -301,6 +316,7 @@ public struct RowPreparer {
         case .done: return (shard.owns(row: view.row), nil)
         case .valid(_, let provider):
             guard !shard.isSplit || shard.owns(keyHash: tokenShardHash(provider)) else { return (false, nil) }
+            noteRoute(provider)
             makeKey(provider)
             return (true, key.withUnsafeBytes { bytes in
                 (DuplicateIndex.hash(bytes), UInt32(truncatingIfNeeded: DuplicateIndex.hash(bytes, seed: 0x2545_F491_4F6C_DD1D) >> 32))
@@ -361,6 +377,7 @@ public struct RowPreparer {
         let routed = configuredBits & bit != 0
         guard routed ? sendsBits & bit != 0 : recordsUnroutable else { return .skip }
         guard let rawToken = view.field(tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
+            if routedBits & bit != 0 && !recordsRoutelessRows { return .skip }
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: "", provider: provider, outcome: .invalid,
                                        reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
         }
@@ -370,11 +387,28 @@ public struct RowPreparer {
                                        error: problem(view, field: "platform", "\(provider.rawValue) is not configured in this run")))
         }
         if let error = catalog[provider].normalize(token: rawToken, into: &tokenBytes) {
+            if routedBits & bit != 0 && !recordsRoutelessRows { return .skip }
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .invalid, reason: OutcomeReason.invalidToken,
                                        error: problem(view, field: "token", error.description)))
         }
+        if routedBits & bit != 0, let routeFilter, !routeFilter.contains(routeOf: tokenBytes, catalog[provider]) { return .skip }
         return .valid(id: wantID ? rowID() : nil, provider: provider)
+    }
+
+    /// `planKey` also counts each valid row's route, for routed providers, up to `max` routes
+    /// per provider.
+    public mutating func collectRoutes(max: Int) {
+        routesMax = max
+    }
+
+    private mutating func noteRoute(_ provider: ProviderID) {
+        guard routesMax > 0, routedBits & Self.bit(provider) != 0 else { return }
+        let added = tokenBytes.withUnsafeBytes { token -> Bool in
+            guard let length = catalog[provider].routeLength(token: token), length <= token.count else { return true }
+            return routesFound[provider, default: RouteTable(routesMax: routesMax)].add(UnsafeRawBufferPointer(rebasing: token.prefix(length)))
+        }
+        if !added { routesRefused += 1 }
     }
 
     /// `consuming` id and token: they move into the notification instead of being copied. The

@@ -110,14 +110,23 @@ public protocol ProviderSetup: AnyObject {
     func firstRequestLine(sample: (redactedToken: String, messageID: String?)?) -> String?
     /// Where the lane connects.
     func connection() throws -> ProviderConnection
+    /// A routed provider's (`PushProvider.isRouted`): where the lane for `route` (a token prefix
+    /// naming one server) connects.
+    func connection(route: String) throws -> ProviderConnection
     /// Starts what the adapters share (FCM's access tokens: the first is fetched now, so a
     /// refused credential stops the run before anything is sent); `onFatal` stops the run later.
     func start(onFatal: @escaping @Sendable (String) -> Void) throws -> any AdapterFactory
+    /// A routed provider's: the adapters of the lane for `route`, after `start`.
+    func adapters(route: String) throws -> any AdapterFactory
     /// After the run: stops what `start` started; a line for the user, or nil.
     func finish() -> String?
 }
 
 extension ProviderSetup {
+    public func connection(route: String) throws -> ProviderConnection { try connection() }
+    public func adapters(route: String) throws -> any AdapterFactory {
+        throw ProviderSetupError("\(id.rawValue) sends to one server: it has no lane per route")
+    }
     public func requireSendable() throws {}
     public func finish() -> String? { nil }
 }

@@ -30,11 +30,20 @@ public protocol PushProvider: Sendable {
     var defaultRatePerSecond: Double? { get }
     /// The reasons its answers carry that pushcast knows by name: what each means and what to do.
     var reasons: ReasonTable { get }
+    /// True for a provider whose rows go to many servers (Web Push: each push service): each
+    /// server gets a lane of its own (connections, credential, rate, breaker).
+    var isRouted: Bool { get }
+    /// For a routed provider, the length of the prefix of a normalised token that names its
+    /// server (a Web Push endpoint's origin, `https://host[:port]`); rows with the same prefix
+    /// share a lane. Nil: the token names no server (`normalize` already refused it).
+    func routeLength(token: UnsafeRawBufferPointer) -> Int?
 }
 
 extension PushProvider {
     public var defaultRatePerSecond: Double? { nil }
     public var reasons: ReasonTable { ReasonTable(source: displayName, reference: "", entries: []) }
+    public var isRouted: Bool { false }
+    public func routeLength(token: UnsafeRawBufferPointer) -> Int? { nil }
 }
 
 /// Why a token is not a token, in words.

@@ -366,6 +366,7 @@ public final class HTTP2ClientSession {
     private static let authorityOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.authority)!
     private static let pathOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.path)!
     private static let pathSuffixOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.packedPathSuffix)!
+    private static let pathSuffixSkipOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.pathSuffixSkip)!
     private static let packedHeaderOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.packedHeader)!
     private static let fixedHeadersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.fixedHeaders)!
     private static let headersOffset = MemoryLayout<HTTP2Request>.offset(of: \HTTP2Request.headers)!
@@ -378,7 +379,8 @@ public final class HTTP2ClientSession {
         headerBlock.append(.method, at: field(Self.methodOffset))
         headerBlock.append(.scheme, at: field(Self.schemeOffset))
         headerBlock.append(.authority, at: field(Self.authorityOffset))
-        headerBlock.append(.path, at: field(Self.pathOffset), suffixAt: (raw + Self.pathSuffixOffset).assumingMemoryBound(to: PackedText.self))
+        headerBlock.append(.path, at: field(Self.pathOffset), suffixAt: (raw + Self.pathSuffixOffset).assumingMemoryBound(to: PackedText.self),
+                           skipping: (raw + Self.pathSuffixSkipOffset).load(as: Int.self))
         // The template and the header array are read where they lie, unretained: the request
         // owns them for the whole call, and a retain here is an atomic write per request to
         // memory the adapter's thread also touches (perf: 0.9 % of the client).

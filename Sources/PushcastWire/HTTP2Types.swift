@@ -45,7 +45,7 @@ public struct HTTP2Request: Sendable {
         set { packedPathSuffix = PackedText(newValue) }
     }
     /// The whole `:path` as sent.
-    public var fullPath: String { path + pathSuffix }
+    public var fullPath: String { path + String(decoding: Array(pathSuffix.utf8).dropFirst(pathSuffixSkip), as: UTF8.self) }
     /// Regular headers that many requests share (a campaign's fixed headers and its bearer
     /// token), sent before `headers`; nil when there are none.
     public var fixedHeaders: HTTP2HeaderTemplate?
@@ -55,6 +55,9 @@ public struct HTTP2Request: Sendable {
     /// and is kept packed (an apns-id as its 16 bytes); `HTTP2PackedHeader.absent` for none.
     public var packedHeader: HTTP2PackedHeader = .absent
     public var body: [UInt8]
+    /// Leading bytes of `packedPathSuffix` left out of `:path`: a Web Push endpoint (the token)
+    /// starts with its origin, which `authority` already names.
+    public var pathSuffixSkip = 0
     /// Every regular header as sent: `fixedHeaders`, then `headers`, then `packedHeader`.
     public var allHeaders: [HTTP2Header] {
         (fixedHeaders?.headers ?? []) + headers

@@ -220,17 +220,31 @@ enum SendCommand {
                       started: inout [any ProviderSetup]) throws -> [ProviderLane] {
         var lanes: [ProviderLane] = []
         for setup in plan.setups where plan.activeProviders.contains(setup.id) {
-            let connection = try setup.connection()
-            var client = try client(connection.endpoint, tls: connection.tls, connections: connection.connections,
-                                    streams: connection.streams, tuning.connection)
-            client.limits.responseHeadersKept = connection.responseHeaders
             let factory = try setup.start { message in stopBox.stop(message) }
             started.append(setup)
-            let limiter = tuning.rates[setup.id].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
-            lanes.append(ProviderLane(provider: setup.id, client: client, connections: connection.connections, workers: tuning.workers,
-                                      policy: tuning.policy(limiter: limiter), factory: factory))
+            let provider = plan.catalog[setup.id]
+            guard provider.isRouted else {
+                lanes.append(try lane(setup, try setup.connection(), factory: factory, tuning, now: now))
+                continue
+            }
+            for route in plan.core.routes[setup.id]?.routes ?? [] {
+                var routed = try lane(setup, try setup.connection(route: route), factory: try setup.adapters(route: route), tuning, now: now)
+                routed.route = LaneRoute(prefix: route) { provider.routeLength(token: $0) }
+                lanes.append(routed)
+            }
         }
         return lanes
+    }
+
+    /// One lane of `setup`'s provider: its connections, rate limiter and adapters.
+    static func lane(_ setup: any ProviderSetup, _ connection: ProviderConnection, factory: any AdapterFactory, _ tuning: SendTuning,
+                     now: UInt64) throws -> ProviderLane {
+        var client = try client(connection.endpoint, tls: connection.tls, connections: connection.connections,
+                                streams: connection.streams, tuning.connection)
+        client.limits.responseHeadersKept = connection.responseHeaders
+        let limiter = tuning.rates[setup.id].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
+        return ProviderLane(provider: setup.id, client: client, connections: connection.connections, workers: tuning.workers,
+                            policy: tuning.policy(limiter: limiter), factory: factory)
     }
 
     static func sendOutput(_ plan: Plan, _ parsed: ParsedArguments) throws -> CampaignOutput {
@@ -268,7 +282,7 @@ enum SendCommand {
         let feeds: [CampaignFeed]
         do {
             try plan.core.validate(lanes: lanes)
-            feeds = try plan.core.feeds(providers: lanes.map(\.provider))
+            feeds = try plan.core.feeds(providers: lanes.reduce(into: []) { if !$0.contains($1.provider) { $0.append($1.provider) } })
         } catch {
             throw CommandFailure(error.description)
         }

@@ -144,6 +144,7 @@ extension SendCommand {
         core.totalRows = first.shardRows
         core.reopen = reopen
         core.duplicatePlan = duplicatePlan
+        core.routes = first.routes
         var plan = Plan(core: core, setups: setups, options: options)
         plan.inputFingerprint = first.inputHash
         plan.shard = shard
@@ -184,6 +185,7 @@ extension SendCommand {
                                     renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured, catalog: .standard)
             keyer.shard = shard
+            keyer.collectRoutes(max: CampaignPlan.routesMax)
             var owned = 0
             let map = shard.isSplit ? try ShardRowMap(files: Machine.real.files, directory: Environment.temporaryDirectory) : nil
             // A compressed export holds more rows than its size says: size the plan for 8:1.
@@ -212,9 +214,16 @@ extension SendCommand {
             }
             map?.linesAreRows = reader.format == .csv && reader.irregularRecords == 0
             try map?.finish()
-            return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned, map: map)
+            if keyer.routesRefused > 0 {
+                throw CommandFailure("\(path): its rows go to more than \(CampaignPlan.routesMax) servers of one provider "
+                    + "(\(keyer.routesRefused) rows past them); a campaign opens a lane per server: split the export by server")
+            }
+            return FirstRead(plan: duplicatePlan, columns: reader.columns, inputHash: source.hash.hex, shardRows: owned, map: map,
+                             routes: keyer.routesFound)
         } catch is Interrupted {
             throw Interrupted()
+        } catch let error as CommandFailure {
+            throw error
         } catch let error as DecompressionError {
             throw CommandFailure("cannot read \(error)")
         } catch let error as InputProblem {

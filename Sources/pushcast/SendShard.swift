@@ -15,6 +15,8 @@ extension SendCommand {
         var inputHash: String
         var shardRows: Int?
         var map: ShardRowMap? = nil
+        /// Each routed provider's servers and their rows.
+        var routes: [ProviderID: RouteTable] = [:]
     }
 
     /// `--shard I/N`, `auto` or `auto/N` (the environment read here, parsed by `ShardSpec`);

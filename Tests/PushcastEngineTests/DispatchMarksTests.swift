@@ -15,9 +15,9 @@ final class DispatchMarksTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try JournalFile(path: directory + "/j")
-        let log = DispatchLog(file: file, feedKeys: [.apns: "apns", .fcm: "apns+fcm"])
-        var apns = try XCTUnwrap(log.marks(for: .apns))
-        var fcm = try XCTUnwrap(log.marks(for: .fcm))
+        let log = DispatchLog(file: file, feedKeys: ["apns": "apns", "fcm": "apns+fcm"])
+        var apns = try XCTUnwrap(log.marks(forLane: "apns"))
+        var fcm = try XCTUnwrap(log.marks(forLane: "fcm"))
         XCTAssertTrue(apns.isEmpty)
         try apns.write()  // nothing noted: nothing written
         for row in [5, 6, 7, 9, 20, 21, 0, 1_234_567_890] { apns.note(row: row) }
@@ -168,7 +168,7 @@ final class DispatchMarksTests: XCTestCase {
     private func writeJournal(path: String, seed: UInt64) throws -> (Set<Int>, Set<Int>, Int, Int) {
         let journal = try CampaignJournal(file: try JournalFile(path: path), fingerprint: JournalRecoveryTests.fingerprint, fresh: true,
                                           policy: .never, boot: "before")
-        var marks = try XCTUnwrap(journal.dispatchLog(feedKeys: [.apns: "apns"])?.marks(for: .apns))
+        var marks = try XCTUnwrap(journal.dispatchLog(feedKeys: ["apns": "apns"])?.marks(forLane: "apns"))
         let random = SplitMix64(seed: seed)
         var covered = 0, next = 0, now: UInt64 = 0
         var synced = FileSystem.size(path) ?? 0

@@ -296,4 +296,27 @@ final class HTTP2HotPathTests: XCTestCase {
         XCTAssertEqual(pair.clientEvents.compactMap(\.response).count, 100)
         XCTAssertEqual(request.allHeaders.map(\.name), ["apns-id", "x-long"])
     }
+
+    /// A Web Push endpoint is the token: `:path` leaves out its origin (`pathSuffixSkip`), which
+    /// the authority already names, for packed and plain suffixes alike.
+    func testPathSuffixSkipLeavesTheTokensPrefixOut() throws {
+        var request = HTTP2Pair.request("")
+        request.pathSuffix = "https://push.example:8443/sub/abc?x=1"
+        request.pathSuffixSkip = "https://push.example:8443".utf8.count
+        XCTAssertEqual(request.fullPath, "/sub/abc?x=1")
+        let (pair, log) = try answeringPair()
+        XCTAssertNotNil(pair.client.submit(request, tag: 1))
+        request.path = "/h/"
+        request.pathSuffix = String(repeating: "ab", count: 32)
+        request.pathSuffixSkip = 60
+        XCTAssertEqual(request.fullPath, "/h/abab")
+        XCTAssertNotNil(pair.client.submit(request, tag: 2))
+        request.pathSuffixSkip = 200
+        request.path = "/only"
+        XCTAssertNotNil(pair.client.submit(request, tag: 3))
+        try pair.pump()
+        XCTAssertNotNil(log.seen["/sub/abc?x=1"])
+        XCTAssertNotNil(log.seen["/h/abab"], "a packed hex token, its first 60 characters left out")
+        XCTAssertNotNil(log.seen["/only"], "a skip past the token's end leaves none of it")
+    }
 }
