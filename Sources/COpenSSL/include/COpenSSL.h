@@ -50,7 +50,7 @@ void pushcast_sha256_finish(const pushcast_sha256_state *primed, const void *dat
 // for one call. The EC arithmetic (EC_POINT_mul) is OpenSSL's; nothing here is hand-written crypto.
 
 // A P-256 public key from a 65-byte uncompressed point (0x04 || X || Y); NULL unless the point is
-// on the curve and not the point at infinity (EVP_PKEY_public_check).
+// on the curve and not the point at infinity (EVP_PKEY_public_check_quick; P-256's cofactor is 1).
 EVP_PKEY *pushcast_p256_public_key(const unsigned char *point, size_t count);
 // A P-256 key pair from a 32-byte big-endian private scalar: OpenSSL computes the public point,
 // and EVP_PKEY_check rejects a scalar that is 0 or not below the group order. NULL on failure.
