@@ -73,6 +73,9 @@ public final class VAPIDSigner: Sendable {
     /// How many tokens have been signed.
     public var signatureCount: Int { cache.withLock { $0.signatures } }
 
+    /// How many origins have a token cached.
+    var cachedOrigins: Int { cache.withLock { $0.entries.count } }
+
     /// The Authorization header value for a request to `origin` ("https://host[:port]", as
     /// `WebPushSubscription.origin` gives it); nil only if OpenSSL cannot sign.
     public func authorization(origin: String) -> String? {

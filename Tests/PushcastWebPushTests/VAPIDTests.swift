@@ -3,7 +3,9 @@
 
 import PushcastCore
 import PushcastJSON
+import Dispatch
 import PushcastWire
+import Synchronization
 import XCTest
 @testable import PushcastWebPush
 
@@ -134,6 +136,35 @@ final class VAPIDTests: XCTestCase {
         XCTAssertNoThrow(try verifier.verify(authorization: renewed, origin: "https://fcm.googleapis.com").get())
         XCTAssertEqual(signer.authorization(origin: "https://updates.push.services.mozilla.com"), signer.authorization(origin: "https://updates.push.services.mozilla.com"))
         XCTAssertEqual(signer.signatureCount, 4)
+    }
+
+    func testTheCacheKeepsAtMostOriginsMaxAndDropsTheFirstToExpire() throws {
+        let clock = ManualClock()
+        let signer = try VAPIDSigner(key: VAPIDKey.generate(), subject: "mailto:a@b.c", clock: clock)
+        let first = signer.authorization(origin: "https://h0.example")
+        clock.advance(nanoseconds: 1_000_000_000)
+        for index in 1..<VAPIDSigner.originsMax { _ = signer.authorization(origin: "https://h\(index).example") }
+        XCTAssertEqual(signer.cachedOrigins, VAPIDSigner.originsMax)
+        XCTAssertEqual(signer.authorization(origin: "https://h0.example"), first, "still cached")
+        _ = signer.authorization(origin: "https://one-more.example")
+        XCTAssertEqual(signer.cachedOrigins, VAPIDSigner.originsMax)
+        XCTAssertEqual(signer.signatureCount, VAPIDSigner.originsMax + 1)
+        XCTAssertNotEqual(signer.authorization(origin: "https://h0.example"), first, "h0 expired first, so it went")
+        XCTAssertEqual(signer.signatureCount, VAPIDSigner.originsMax + 2)
+    }
+
+    func testWorkersOnSeveralThreadsShareOneTokenPerOrigin() throws {
+        let clock = ManualClock()
+        let signer = try VAPIDSigner(key: VAPIDKey.generate(), subject: "mailto:a@b.c", clock: clock)
+        let expected = try XCTUnwrap(signer.authorization(origin: "https://push.example.net"))
+        let mismatches = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<200 where signer.authorization(origin: "https://push.example.net") != expected {
+                mismatches.withLock { $0 += 1 }
+            }
+        }
+        XCTAssertEqual(mismatches.withLock { $0 }, 0)
+        XCTAssertEqual(signer.signatureCount, 1)
     }
 
     func testSubjectsAndLifetimesAreChecked() throws {
