@@ -91,13 +91,15 @@ public final class P256Key: @unchecked Sendable {
     }
 
     /// ECDH (SEC 1 §3.3.1): the 32-byte X coordinate of our private key times `peer`'s point,
-    /// written into `out`. False if OpenSSL fails.
+    /// written into `out`. False if OpenSSL fails. The peer is not validated again
+    /// (EVP_PKEY_derive_set_peer_ex with 0): every public key made here was checked when it was
+    /// read (`publicKey(point:)`), and the full check would cost a second scalar multiplication.
     public func sharedSecret(with peer: P256Key, into out: UnsafeMutableRawBufferPointer) -> Bool {
         precondition(hasPrivateKey, "key agreement needs a private key")
         guard out.count >= 32, let base = out.baseAddress, let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { return false }
         defer { EVP_PKEY_CTX_free(context); ERR_clear_error() }
         var length = 32
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer.key) == 1,
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer_ex(context, peer.key, 0) == 1,
               EVP_PKEY_derive(context, base.assumingMemoryBound(to: UInt8.self), &length) == 1 else { return false }
         return length == 32
     }
