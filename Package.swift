@@ -55,6 +55,9 @@ let package = Package(
                 swiftSettings: hotPath),
         .target(name: "PushcastFCM", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
                 swiftSettings: hotPath),
+        // Web Push (RFC 8030, 8291, 8292): subscriptions, message encryption, VAPID; not yet in the catalog.
+        .target(name: "PushcastWebPush", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
+                swiftSettings: hotPath),
         // The catalog the command sends to, one line per provider.
         .target(name: "PushcastProviders", dependencies: ["PushcastProviderKit", "PushcastAPNs", "PushcastFCM", "PushcastEngine"]),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
@@ -95,6 +98,7 @@ let package = Package(
                                                              "PushcastWire", "COpenSSL"]),
         .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastMock", "PushcastCommandLine",
                                                             "PushcastTransport", "PushcastWire", "COpenSSL"]),
+        .testTarget(name: "PushcastWebPushTests", dependencies: ["PushcastWebPush", "PushcastJSON", "PushcastWire", "PushcastCore", "COpenSSL"]),
         .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastAPNs", "PushcastFCM", "PushcastJSON",
                                                                "PushcastProviderKit", "PushcastProviders", "PushcastTransport", "PushcastSystem"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),

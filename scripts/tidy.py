@@ -49,7 +49,7 @@ DECL = re.compile(r'^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|filepriva
 ALWAYS = {'Swift', 'Synchronization', '_Concurrency'}
 LIBC = {'Glibc', 'Musl'}
 SWIFT_MODULES = {'PushcastCore', 'PushcastCommandLine', 'PushcastJSON', 'PushcastInput', 'PushcastWire',
-                 'PushcastProviderKit', 'PushcastAPNs', 'PushcastFCM', 'PushcastProviders', 'PushcastSystem', 'PushcastReactor',
+                 'PushcastProviderKit', 'PushcastAPNs', 'PushcastFCM', 'PushcastWebPush', 'PushcastProviders', 'PushcastSystem', 'PushcastReactor',
                  'PushcastTransport', 'PushcastDatabase',
                  'PushcastEngine', 'PushcastMock', 'PushcastSimulation', 'PushcastFuzzing'}
 
@@ -67,6 +67,8 @@ IMPORT_RULES = {
                      'the APNs provider; never another provider'),
     'PushcastFCM': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastProviderKit', 'PushcastCommandLine', 'COpenSSL'},
                     'the FCM provider; never another provider'),
+    'PushcastWebPush': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastProviderKit', 'PushcastCommandLine', 'COpenSSL'},
+                        'the Web Push provider; never another provider'),
     'PushcastProviders': ({'PushcastProviderKit', 'PushcastEngine', 'PushcastAPNs', 'PushcastFCM'},
                           'the catalog the command sends to, one line per provider'),
     'PushcastSystem': ({'PushcastCore', 'CSystem'} | LIBC,

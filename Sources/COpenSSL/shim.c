@@ -21,3 +21,85 @@ void pushcast_sha256_finish(const pushcast_sha256_state *primed, const void *dat
     SHA256_Update(&ctx, data, count);
     SHA256_Final(digest, &ctx);
 }
+
+// Web Push key material and HKDF: see include/COpenSSL.h for why these are C.
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
+
+static EVP_PKEY *pushcast_p256_from_params(const OSSL_PARAM *params, int selection) {
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    EVP_PKEY *key = NULL;
+    if (context == NULL) return NULL;
+    if (EVP_PKEY_fromdata_init(context) != 1 || EVP_PKEY_fromdata(context, &key, selection, (OSSL_PARAM *)params) != 1) key = NULL;
+    EVP_PKEY_CTX_free(context);
+    if (key == NULL) return NULL;
+    EVP_PKEY_CTX *check = EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL);
+    // A public point gets the quick check (on the curve, not infinity): P-256's cofactor is 1, so
+    // that is all of it, without the full check's extra scalar multiplication by the order.
+    int good = check != NULL && (selection == EVP_PKEY_KEYPAIR ? EVP_PKEY_check(check) : EVP_PKEY_public_check_quick(check)) == 1;
+    EVP_PKEY_CTX_free(check);
+    if (!good) { EVP_PKEY_free(key); return NULL; }
+    return key;
+}
+
+EVP_PKEY *pushcast_p256_public_key(const unsigned char *point, size_t count) {
+    if (count != 65 || point[0] != 0x04) return NULL;
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0),
+        OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (void *)point, count),
+        OSSL_PARAM_construct_end(),
+    };
+    return pushcast_p256_from_params(params, EVP_PKEY_PUBLIC_KEY);
+}
+
+EVP_PKEY *pushcast_p256_private_key(const unsigned char scalar[32]) {
+    EVP_PKEY *key = NULL;
+    unsigned char point[65];
+    EC_GROUP *group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+    EC_POINT *public = group ? EC_POINT_new(group) : NULL;
+    BIGNUM *private = BN_secure_new();
+    OSSL_PARAM_BLD *builder = OSSL_PARAM_BLD_new();
+    OSSL_PARAM *params = NULL;
+    if (public == NULL || private == NULL || builder == NULL || BN_bin2bn(scalar, 32, private) == NULL) goto done;
+    if (BN_is_zero(private) || BN_cmp(private, EC_GROUP_get0_order(group)) >= 0) goto done;
+    if (EC_POINT_mul(group, public, private, NULL, NULL, NULL) != 1) goto done;
+    if (EC_POINT_point2oct(group, public, POINT_CONVERSION_UNCOMPRESSED, point, sizeof point, NULL) != sizeof point) goto done;
+    if (OSSL_PARAM_BLD_push_utf8_string(builder, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) != 1
+        || OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_PRIV_KEY, private) != 1
+        || OSSL_PARAM_BLD_push_octet_string(builder, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point) != 1) goto done;
+    params = OSSL_PARAM_BLD_to_param(builder);
+    if (params != NULL) key = pushcast_p256_from_params(params, EVP_PKEY_KEYPAIR);
+done:
+    if (params != NULL) {
+        // OpenSSL 3.0 has no OSSL_PARAM_clear_free: wipe the private scalar's copy by hand.
+        OSSL_PARAM *copy = OSSL_PARAM_locate(params, OSSL_PKEY_PARAM_PRIV_KEY);
+        if (copy != NULL && copy->data != NULL) OPENSSL_cleanse(copy->data, copy->data_size);
+        OSSL_PARAM_free(params);
+    }
+    OSSL_PARAM_BLD_free(builder);
+    BN_clear_free(private);
+    EC_POINT_free(public);
+    EC_GROUP_free(group);
+    return key;
+}
+
+EVP_KDF_CTX *pushcast_hkdf_sha256_new(void) {
+    EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+    EVP_KDF_CTX *context = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+    EVP_KDF_free(kdf);
+    OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, "SHA256", 0), OSSL_PARAM_construct_end() };
+    if (context != NULL && EVP_KDF_CTX_set_params(context, params) != 1) { EVP_KDF_CTX_free(context); return NULL; }
+    return context;
+}
+
+int pushcast_hkdf_sha256(EVP_KDF_CTX *context, const unsigned char *salt, size_t saltCount,
+                         const unsigned char *ikm, size_t ikmCount, const unsigned char *info, size_t infoCount,
+                         unsigned char *out, size_t outCount) {
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, saltCount),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)ikm, ikmCount),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, infoCount),
+        OSSL_PARAM_construct_end(),
+    };
+    return EVP_KDF_derive(context, out, outCount, params) == 1;
+}

@@ -139,25 +139,15 @@ public final class APNsJWTVerifier: Sendable {
             }
             let headerMembers = header.withUnsafeBufferPointer { FlatObjectReader.read($0) }
             guard headerMembers.error == nil,
-                  Self.string(headerMembers.members, "alg") == "ES256",
-                  Self.string(headerMembers.members, "kid") == keyID else { return (.invalidProviderToken, 0, false) }
+                  FlatObjectReader.string(headerMembers.members, "alg") == "ES256",
+                  FlatObjectReader.string(headerMembers.members, "kid") == keyID else { return (.invalidProviderToken, 0, false) }
             let claimMembers = claims.withUnsafeBufferPointer { FlatObjectReader.read($0) }
             guard claimMembers.error == nil,
-                  Self.string(claimMembers.members, "iss") == teamID,
-                  let issuedAt = Self.integer(claimMembers.members, "iat") else { return (.invalidProviderToken, 0, false) }
+                  FlatObjectReader.string(claimMembers.members, "iss") == teamID,
+                  let issuedAt = FlatObjectReader.integer(claimMembers.members, "iat") else { return (.invalidProviderToken, 0, false) }
             let signed = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(jwt)[..<secondDot])
             let good = signature.withUnsafeBytes { key.verify(signed, rawSignature: $0) }
             return good ? (nil, issuedAt, true) : (.invalidProviderToken, 0, true)
         }
-    }
-
-    private static func string(_ members: [(key: String, value: JSONScalar)], _ name: String) -> String? {
-        guard let member = members.first(where: { $0.key == name }), case .string(let value) = member.value else { return nil }
-        return value
-    }
-
-    private static func integer(_ members: [(key: String, value: JSONScalar)], _ name: String) -> Int64? {
-        guard let member = members.first(where: { $0.key == name }), case .number(let text) = member.value else { return nil }
-        return Int64(text)
     }
 }

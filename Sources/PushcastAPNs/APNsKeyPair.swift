@@ -9,7 +9,7 @@ public struct APNsKeyPair: Sendable {
     public let publicKeyPEM: String
 
     public static func generate() throws(APNsCredentialError) -> APNsKeyPair {
-        let key = try ES256Key.generate()
+        let key = try ES256Key.generateForAPNs()
         guard let privateKeyPEM = key.pem(publicOnly: false), let publicKeyPEM = key.pem(publicOnly: true) else {
             throw APNsCredentialError("cannot write the generated key pair as PEM")
         }

@@ -115,16 +115,7 @@ final class RSAKey: @unchecked Sendable {
     }
 
     /// PEM text: PKCS#8 for the private key (as in Google's files), SubjectPublicKeyInfo for the public one.
-    func pem(publicOnly: Bool) -> [UInt8]? {
-        guard let bio = BIO_new(BIO_s_mem()) else { return nil }
-        defer { BIO_free(bio) }
-        let ok = publicOnly ? PEM_write_bio_PUBKEY(bio, key) : PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil)
-        guard ok == 1 else { return nil }
-        var data: UnsafeMutablePointer<CChar>?
-        let length = pushcast_BIO_get_mem_data(bio, &data)
-        guard length > 0, let data else { return nil }
-        return Array(UnsafeRawBufferPointer(start: data, count: length))
-    }
+    func pem(publicOnly: Bool) -> [UInt8]? { writePEMKey(key, publicOnly: publicOnly) }
 
     func sign(_ message: UnsafeRawBufferPointer) -> [UInt8]? {
         precondition(hasPrivateKey, "signing needs a private key")

@@ -322,6 +322,18 @@ public enum JSONScalar: Equatable {
 public enum FlatObjectReader {
     public static let stringBytesMax = 512
 
+    /// The first member named `name` when it is a string (a JWT's claims).
+    public static func string(_ members: [(key: String, value: JSONScalar)], _ name: String) -> String? {
+        guard let member = members.first(where: { $0.key == name }), case .string(let value) = member.value else { return nil }
+        return value
+    }
+
+    /// The first member named `name` when it is an integer that fits 64 bits.
+    public static func integer(_ members: [(key: String, value: JSONScalar)], _ name: String) -> Int64? {
+        guard let member = members.first(where: { $0.key == name }), case .number(let text) = member.value else { return nil }
+        return Int64(text)
+    }
+
     public static func read(_ bytes: UnsafeBufferPointer<UInt8>) -> (members: [(key: String, value: JSONScalar)], error: JSONSyntaxError?) {
         var scanner = JSONScanner(bytes)
         var members: [(key: String, value: JSONScalar)] = []

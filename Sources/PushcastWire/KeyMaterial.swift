@@ -17,6 +17,19 @@ public func readPEMKey(_ bytes: UnsafeRawBufferPointer, publicOnly: Bool) -> Opa
     return publicOnly ? PEM_read_bio_PUBKEY(bio, nil, noPassword, nil) : PEM_read_bio_PrivateKey(bio, nil, noPassword, nil)
 }
 
+/// Writes an EVP_PKEY as PEM text: PKCS#8 for the private key, or with `publicOnly` its
+/// SubjectPublicKeyInfo. Nil if OpenSSL fails.
+public func writePEMKey(_ key: OpaquePointer, publicOnly: Bool) -> [UInt8]? {
+    guard let bio = BIO_new(BIO_s_mem()) else { return nil }
+    defer { BIO_free(bio) }
+    let ok = publicOnly ? PEM_write_bio_PUBKEY(bio, key) : PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil)
+    guard ok == 1 else { return nil }
+    var data: UnsafeMutablePointer<CChar>?
+    let length = pushcast_BIO_get_mem_data(bio, &data)
+    guard length > 0, let data else { return nil }
+    return Array(UnsafeRawBufferPointer(start: data, count: length))
+}
+
 /// The reason text of the most recent OpenSSL error, if any (never key material).
 public func lastOpenSSLReason() -> String? {
     var last: UInt = 0

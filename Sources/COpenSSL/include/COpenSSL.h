@@ -12,6 +12,7 @@
 #include <openssl/pkcs12.h>
 #include <openssl/ec.h>
 #include <openssl/rand.h>
+#include <openssl/kdf.h>
 // OSSL_PROVIDER_try_load: the legacy provider, for .p12 bundles encrypted with RC2-40 (Keychain exports).
 #include <openssl/provider.h>
 
@@ -42,5 +43,25 @@ static inline void pushcast_OPENSSL_free(void *pointer) { OPENSSL_free(pointer);
 typedef struct { uint64_t words[16]; } pushcast_sha256_state;
 void pushcast_sha256_prime(pushcast_sha256_state *state, const void *data, size_t count);
 void pushcast_sha256_finish(const pushcast_sha256_state *primed, const void *data, size_t count, unsigned char digest[32]);
+
+// P-256 keys from raw bytes and HKDF-SHA-256 (Web Push, RFC 8291 and RFC 8292). They are C
+// because each builds an OSSL_PARAM array: the array holds pointers to its parameter names and
+// values, which C string literals keep valid, while a Swift string passed as a C pointer lives only
+// for one call. The EC arithmetic (EC_POINT_mul) is OpenSSL's; nothing here is hand-written crypto.
+
+// A P-256 public key from a 65-byte uncompressed point (0x04 || X || Y); NULL unless the point is
+// on the curve and not the point at infinity (EVP_PKEY_public_check_quick; P-256's cofactor is 1).
+EVP_PKEY *pushcast_p256_public_key(const unsigned char *point, size_t count);
+// A P-256 key pair from a 32-byte big-endian private scalar: OpenSSL computes the public point,
+// and EVP_PKEY_check rejects a scalar that is 0 or not below the group order. NULL on failure.
+// The scalar's copies inside the builder are wiped.
+EVP_PKEY *pushcast_p256_private_key(const unsigned char scalar[32]);
+// An "HKDF" EVP_KDF_CTX with its digest set to SHA-256 once (EVP_KDF_CTX_free it); NULL on failure.
+EVP_KDF_CTX *pushcast_hkdf_sha256_new(void);
+// HKDF-SHA-256 (RFC 5869, extract then expand) through a context from pushcast_hkdf_sha256_new,
+// reused across calls. Returns 1 on success.
+int pushcast_hkdf_sha256(EVP_KDF_CTX *context, const unsigned char *salt, size_t saltCount,
+                         const unsigned char *ikm, size_t ikmCount, const unsigned char *info, size_t infoCount,
+                         unsigned char *out, size_t outCount);
 
 #endif
