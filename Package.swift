@@ -83,7 +83,7 @@ let package = Package(
                                "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor", "PushcastSystem"]),
         // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
         // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
-        .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWire"]),
+        .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWebPush", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
             dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders", "PushcastEngine", "PushcastWire", "PushcastReactor",

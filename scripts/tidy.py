@@ -89,7 +89,7 @@ IMPORT_RULES = {
                             'PushcastProviderKit', 'PushcastProviders', 'PushcastAPNs', 'PushcastFCM', 'PushcastInput'},
                            'whole campaigns in memory on a virtual clock: no PushcastReactor, no PushcastSystem'),
     'PushcastFuzzing': ({'PushcastCore', 'PushcastJSON', 'PushcastInput', 'PushcastAPNs', 'PushcastFCM',
-                         'PushcastWire'}, 'fuzz bodies: pure functions of bytes'),
+                         'PushcastWebPush', 'PushcastWire'}, 'fuzz bodies: pure functions of bytes'),
     'pushcast': ((SWIFT_MODULES - {'PushcastFuzzing'}) | {'Foundation', 'Dispatch'} | LIBC,
                  'the CLI: wires the modules together'),
 }

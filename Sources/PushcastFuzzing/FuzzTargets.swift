@@ -11,6 +11,7 @@ import PushcastCore
 import PushcastFCM
 import PushcastInput
 import PushcastJSON
+import PushcastWebPush
 import PushcastWire
 
 /// One fuzz target. `rawValue` names its binary's corpus and regression folders
@@ -25,6 +26,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case oauthResponse = "oauth-response"
     case http2Client = "http2-client"
     case decompress
+    case webpushSubscription = "webpush-subscription"
 
     /// Runs one input through the target's body.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -39,6 +41,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .oauthResponse: FuzzBodies.oauthResponse(input)
         case .http2Client: FuzzHTTP2.run(input)
         case .decompress: FuzzBodies.decompress(input)
+        case .webpushSubscription: FuzzWebPush.subscription(input)
         }
     }
 

@@ -38,6 +38,7 @@ final class FuzzReplayTests: XCTestCase {
     func testOAuthResponse() throws { try replay(.oauthResponse) }
     func testHTTP2Client() throws { try replay(.http2Client) }
     func testDecompress() throws { try replay(.decompress) }
+    func testWebPushSubscription() throws { try replay(.webpushSubscription) }
 
     /// The targets and their folders stay in step: a folder for a target that no longer exists
     /// would be silently skipped.
