@@ -243,7 +243,9 @@ public final class HTTP1ClientSession {
     /// The oldest request's deadline, or when an idle connection closes; nil once closed.
     public var nextDeadlineNanoseconds: UInt64? {
         guard lifecycle != .closed else { return nil }
-        return streamsOpen > 0 ? requests[oldest].deadlineNanoseconds : idleSinceNanoseconds &+ http1.idleCloseNanoseconds
+        guard streamsOpen == 0 else { return requests[oldest].deadlineNanoseconds }
+        let (idleClose, overflow) = idleSinceNanoseconds.addingReportingOverflow(http1.idleCloseNanoseconds)
+        return overflow ? .max : idleClose
     }
 
     // MARK: Events

@@ -30,6 +30,7 @@ public struct HTTP1Limits: Sendable, Equatable {
     public var interimResponsesMax = 8
     /// `tick()` closes a connection that has had no request for this long, before the server's
     /// own idle timeout can close it under a request just written (whose fate would be unknown).
+    /// `UInt64.max`: never.
     public var idleCloseNanoseconds: UInt64 = 4_000_000_000
 
     public init() {}

@@ -322,6 +322,15 @@ final class HTTP1ClientSessionTests: XCTestCase {
         client.clock.advance(milliseconds: 1)
         client.session.tick()
         XCTAssertEqual(client.lines(), ["closed"])
+
+        var never = HTTP1Limits()
+        never.idleCloseNanoseconds = .max
+        let kept = HTTP1Client(http1: never)
+        kept.clock.advance(milliseconds: 1)
+        XCTAssertEqual(kept.session.nextDeadlineNanoseconds, .max)
+        kept.clock.advance(nanoseconds: 1 << 62)
+        kept.session.tick()
+        XCTAssertEqual(kept.lines(), [])
     }
 
     func testGracefulCloseWaitsForTheAnswerInFlight() {
