@@ -108,10 +108,10 @@ public final class HTTP1ClientSession {
     /// is now plus `Limits.requestTimeoutNanoseconds`.
     public func submit(_ request: UnsafePointer<HTTP2Request>, tag: UInt64) -> Int32? {
         guard canOpenStream else { return nil }
-        let start = outputEnd
+        // The writer counts what it adds: making room may move the pending bytes.
         var writer = HTTP1RequestWriter(session: self)
         guard writer.write(request) else {
-            outputEnd = start
+            outputEnd -= writer.count
             return nil
         }
         let id = nextID
@@ -119,8 +119,8 @@ public final class HTTP1ClientSession {
         let slot = (oldest + streamsOpen) % requests.count
         requests[slot] = Request(tag: tag, id: id, deadlineNanoseconds: clock.nowNanoseconds() &+ limits.requestTimeoutNanoseconds,
                                  isHead: request.pointee.method == "HEAD", start: outputWritten,
-                                 end: outputWritten + Int64(outputEnd - start))
-        outputWritten += Int64(outputEnd - start)
+                                 end: outputWritten + Int64(writer.count))
+        outputWritten += Int64(writer.count)
         streamsOpen += 1
         return id
     }
@@ -330,6 +330,8 @@ struct HTTP1RequestWriter {
     private let session: HTTP1ClientSession?
     private var valid = true
     private(set) var problem: String?
+    /// Bytes added to the session's output.
+    private(set) var count = 0
 
     fileprivate init(session: HTTP1ClientSession) { self.session = session }
 
@@ -410,6 +412,7 @@ struct HTTP1RequestWriter {
         guard valid, let session, let base = bytes.baseAddress, bytes.count > 0 else { return }
         session.reserve(bytes.count).update(from: base, count: bytes.count)
         session.advance(bytes.count)
+        count += bytes.count
     }
 }
 

@@ -64,6 +64,28 @@ final class HTTP1ClientSessionTests: XCTestCase {
         XCTAssertEqual(client.lines(), [])
     }
 
+    func testRequestsAddedWhileEarlierOnesAreHalfWrittenKeepTheirBytesAndBounds() {
+        // Each request outgrows the output buffer's first size, so making room moves the bytes
+        // still pending; a refused request in between leaves nothing behind.
+        let client = HTTP1Client(http1: pipelined(3))
+        let bodies = ["a", "b", "c"].map { String(repeating: $0, count: 3000) }
+        XCTAssertNotNil(client.submit(HTTP1Client.request("/1", body: bodies[0]), tag: 1))
+        client.flush(limit: 2000)
+        let refused = HTTP1Client.request("/x", headers: [HTTP2Header("long", String(repeating: "v", count: 2000)), HTTP2Header("bad", "\r\n")])
+        XCTAssertNil(client.submit(refused, tag: 9))
+        XCTAssertNotNil(client.submit(HTTP1Client.request("/2", body: bodies[1]), tag: 2))
+        client.flush(limit: 2000)
+        let beforeThird = client.written.count + client.session.outputPendingBytes
+        XCTAssertNotNil(client.submit(HTTP1Client.request("/3", body: bodies[2]), tag: 3))
+        client.flush(limit: beforeThird - client.written.count)
+        XCTAssertEqual(client.written.count, beforeThird, "requests 1 and 2 are out, no byte of 3")
+        XCTAssertEqual(client.writtenText, ["1", "2"].enumerated().map { index, path in
+            "POST /\(path) HTTP/1.1\r\nHost: push.example\r\nttl: 60\r\nContent-Length: 3000\r\n\r\n" + bodies[index]
+        }.joined())
+        client.session.connectionLost()
+        XCTAssertEqual(client.lines(), ["failed 1 connectionLost", "failed 2 connectionLost", "failed 3 notSent", "closed"])
+    }
+
     // MARK: Keep-alive and pipelining
 
     func testKeepAliveCarriesRequestsOneAtATime() {
