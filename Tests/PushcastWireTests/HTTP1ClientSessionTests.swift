@@ -90,14 +90,14 @@ final class HTTP1ClientSessionTests: XCTestCase {
 
     func testKeepAliveCarriesRequestsOneAtATime() {
         let client = HTTP1Client()
-        for round in 1...5 {
+        for turn in 1...5 {
             XCTAssertTrue(client.session.canOpenStream)
-            XCTAssertEqual(client.submit(tag: UInt64(round)), Int32(round))
+            XCTAssertEqual(client.submit(tag: UInt64(turn)), Int32(turn))
             XCTAssertFalse(client.session.canOpenStream, "one request in flight by default")
             XCTAssertNil(client.submit(tag: 99))
             client.flush()
-            client.feed(answer(200, "ok\(round)"))
-            XCTAssertEqual(client.lines(), ["response \(round) 200 ok\(round)"])
+            client.feed(answer(200, "ok\(turn)"))
+            XCTAssertEqual(client.lines(), ["response \(turn) 200 ok\(turn)"])
         }
         XCTAssertFalse(client.session.isGoingAway)
         XCTAssertEqual(client.writtenText.components(separatedBy: "POST /push/abc HTTP/1.1\r\n").count, 6)
@@ -374,7 +374,7 @@ final class HTTP1ClientSessionTests: XCTestCase {
     func testRandomBytesNeverCrashAndEveryRequestEndsOnce() {
         let random = SplitMix64(seed: 0x4854_5450)
         let alphabet = Array("HTTP/1.1 200 OK\r\n\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n0123456789abcdef;: \t\0\r\n".utf8)
-        for round in 0..<300 {
+        for trial in 0..<300 {
             let client = HTTP1Client(http1: pipelined(1 + Int(random.next(below: 3))))
             var tags = 0
             while client.session.canOpenStream { tags += 1; client.submit(tag: UInt64(tags)) }
@@ -387,13 +387,13 @@ final class HTTP1ClientSessionTests: XCTestCase {
             client.feed(input, splits: (0..<input.count).filter { _ in random.next(below: 5) == 0 })
             client.session.receiveEnd()
             let lines = client.lines()
-            XCTAssertEqual(lines.last, "closed", "round \(round)")
-            XCTAssertEqual(lines.filter { $0 == "closed" }.count, 1, "round \(round)")
+            XCTAssertEqual(lines.last, "closed", "trial \(trial)")
+            XCTAssertEqual(lines.filter { $0 == "closed" }.count, 1, "trial \(trial)")
             let ended = lines.compactMap { line -> String? in
                 let words = line.split(separator: " ")
                 return words[0] == "response" || words[0] == "failed" ? String(words[1]) : nil
             }
-            XCTAssertEqual(ended, (1...tags).map(String.init), "round \(round): each request ends once, in order")
+            XCTAssertEqual(ended, (1...tags).map(String.init), "trial \(trial): each request ends once, in order")
         }
     }
 }

@@ -160,7 +160,7 @@ final class HTTP1ResponseParserTests: XCTestCase {
     /// must read back as generated.
     func testGeneratedAnswersReadBackAsWritten() {
         let random = SplitMix64(seed: 0x4854_5450_3131)
-        for round in 0..<300 {
+        for trial in 0..<300 {
             let count = 1 + Int(random.next(below: 6))
             var stream: [UInt8] = []
             var expected: [String] = []
@@ -175,8 +175,8 @@ final class HTTP1ResponseParserTests: XCTestCase {
             let cut = 1 + random.next(below: 64)
             client.feed(stream, splits: (0..<stream.count).filter { _ in random.next(below: cut) == 0 })
             if closeDelimited { client.session.receiveEnd() }
-            XCTAssertEqual(client.lines(), expected, "round \(round): \(String(decoding: stream, as: UTF8.self).debugDescription)")
-            XCTAssertEqual(client.errors, [], "round \(round)")
+            XCTAssertEqual(client.lines(), expected, "trial \(trial): \(String(decoding: stream, as: UTF8.self).debugDescription)")
+            XCTAssertEqual(client.errors, [], "trial \(trial)")
         }
     }
 
