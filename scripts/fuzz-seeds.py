@@ -111,6 +111,34 @@ HTTP2 = [
 ]
 
 
+# HTTP/1.1 answers (RFC 9112); the settings byte: bits 0-2 piece size, 0x08 small limits,
+# 0x10 pipelined, 0x20 first request HEAD, 0x40 clean end, 0x80 clock past every deadline.
+def answer(status, body=b"", headers=()):
+    return (b"HTTP/1.1 %d Reason\r\n" % status + b"".join(h + b"\r\n" for h in headers)
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+           + b"5;name=value\r\n{\"a\":\r\n003 ; x=\"q\"\r\n1}\n\r\n0;last\r\nExpires: never\r\n\r\n")
+HTTP1 = [
+    b"\x00" + answer(200, b"ok") + answer(201) + answer(410, BODY, [b"Apns-Id: 8f8b4c2e", b"content-type: application/json"]),
+    b"\x13" + CHUNKED + answer(204) + answer(429, b"", [b"Retry-After: 30"]),
+    b"\x41" + b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\n" + answer(201, b"created"),
+    b"\x12" + answer(200, b"a", [b"Connection: keep-alive, close"]) + b"HTTP/1.1 200 OK\r\n",
+    b"\x42" + b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody to the close",
+    b"\x04" + b"HTTP/1.1 410 Gone\r\nContent-Length: 100\r\n\r\n" + BODY,
+    b"\x35" + b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + answer(304) + answer(500, b"e"),
+    b"\x01" + b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  folded\r\nContent-Length: 0\r\n\r\n",
+    b"\x16" + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    b"\x0b" + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+    b"\x1a" + b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 20) for i in range(6)) + b"\r\n",
+    b"\x03" + b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+    b"\x50" + b"HTTP/1.1 200\nContent-Length: 2\n\nokHTTP/1.1 202\nTransfer-Encoding: chunked\n\n2\nab\n0\n\n" + answer(200),
+    b"\x90" + answer(200, b"first") + b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\npart",
+    b"\x07" + answer(200) + answer(200),
+    b"\x1c" + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * 6 + b"0\r\n\r\n",
+]
+
 
 # Compressed exports: gzip members from Python's gzip module (mtime 0, so the bytes are stable),
 # zstd frames from the zstd tool (scripts/deps.sh installs it).
@@ -146,7 +174,8 @@ DECOMPRESS = [
 for target, seeds in [("csv", [b"\x00" + s for s in CSV] + [b"\x08" + CSV[0], b"\x01" + CSV[1]]),
                       ("ndjson", [b"\x00" + s for s in NDJSON] + [b"\x08" + NDJSON[0], b"\x02" + NDJSON[1]]),
                       ("json-scanner", JSON), ("template", TEMPLATE), ("apns-response", APNS),
-                      ("fcm-response", FCM), ("oauth-response", OAUTH), ("http2-client", HTTP2), ("decompress", DECOMPRESS)]:
+                      ("fcm-response", FCM), ("oauth-response", OAUTH), ("http2-client", HTTP2), ("http1-client", HTTP1),
+                      ("decompress", DECOMPRESS)]:
     for index, seed in enumerate(seeds):
         write(target, "%02d" % index, seed)
 print("seeds written under", os.path.relpath(CORPUS, ROOT), file=sys.stderr)

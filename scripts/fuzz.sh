@@ -22,7 +22,7 @@ FUZZ_DIR=$ROOT/Tests/Fuzz
 # target (corpus folder name) : executable
 ALL="csv:FuzzCSV ndjson:FuzzNDJSON json-scanner:FuzzJSONScanner template:FuzzTemplate
 apns-response:FuzzAPNsResponse fcm-response:FuzzFCMResponse oauth-response:FuzzOAuthResponse http2-client:FuzzHTTP2Client
-decompress:FuzzDecompress webpush-subscription:FuzzWebPushSubscription"
+http1-client:FuzzHTTP1Client decompress:FuzzDecompress webpush-subscription:FuzzWebPushSubscription"
 COMMON_FLAGS=(-max_len=4096 -timeout=10 -rss_limit_mb=2048)
 
 binary() {  # target -> executable path

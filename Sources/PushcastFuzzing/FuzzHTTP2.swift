@@ -9,6 +9,29 @@
 import PushcastCore
 import PushcastWire
 
+/// Server bytes fed to a client session in pieces.
+enum FuzzPieces {
+    /// Feeds `bytes` to `session` in pieces of `pieceSize` while the session is open; after each
+    /// piece, `after` hears whether `receive` threw and says whether to go on.
+    static func feed<Session: HTTPClientSession>(_ bytes: ArraySlice<UInt8>, pieceSize: Int, to session: Session,
+                                                 after: (_ threw: Bool) -> Bool) {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex && !session.isClosed {
+            let end = bytes.endIndex - offset <= pieceSize ? bytes.endIndex : offset + pieceSize
+            let threw: Bool = bytes[offset..<end].withUnsafeBytes { piece in
+                do throws(HTTP2Error) {
+                    try session.receive(piece)
+                    return false
+                } catch {
+                    return true
+                }
+            }
+            guard after(threw) else { return }
+            offset = end
+        }
+    }
+}
+
 enum FuzzHTTP2 {
     static let requestCount = 3
     /// Output calls allowed before the session counts as looping (each moves up to 16 KiB).
@@ -67,21 +90,10 @@ enum FuzzHTTP2 {
 
         let pieceSizes = [1, 2, 9, 17, 64, 512, 4096, Int.max]
         let pieceSize = pieceSizes[Int(flags & 0x07)]
-        var offset = serverBytes.startIndex
-        while offset < serverBytes.endIndex && !client.isClosed {
-            let end = serverBytes.endIndex - offset <= pieceSize ? serverBytes.endIndex : offset + pieceSize
-            let received: Bool = serverBytes[offset..<end].withUnsafeBytes { piece in
-                do throws(HTTP2Error) {
-                    try client.receive(piece)
-                    return true
-                } catch {
-                    return false
-                }
-            }
+        FuzzPieces.feed(serverBytes, pieceSize: pieceSize, to: client) { threw in
             drain()
             discardOutput()
-            if !received { break }
-            offset = end
+            return !threw
         }
 
         if flags & 0x08 != 0, client.submit(request(body: []), tag: 4) != nil { submitted.append(4) }

@@ -25,6 +25,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case fcmResponse = "fcm-response"
     case oauthResponse = "oauth-response"
     case http2Client = "http2-client"
+    case http1Client = "http1-client"
     case decompress
     case webpushSubscription = "webpush-subscription"
 
@@ -40,6 +41,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .fcmResponse: FuzzBodies.fcmResponse(input)
         case .oauthResponse: FuzzBodies.oauthResponse(input)
         case .http2Client: FuzzHTTP2.run(input)
+        case .http1Client: FuzzHTTP1.run(input)
         case .decompress: FuzzBodies.decompress(input)
         case .webpushSubscription: FuzzWebPush.subscription(input)
         }

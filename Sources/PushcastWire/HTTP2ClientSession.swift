@@ -91,11 +91,8 @@ public final class HTTP2ClientSession {
     private var peerMaxConcurrentStreams: Int
     private var connectionErrorText: String?
 
-    /// Events recorded and not yet taken; `takeEvents` swaps in `drainingEvents` and hands
-    /// those out by move while new ones collect here.
-    private var events: HTTP2EventBuffer<HTTP2ClientEvent>
-    private var drainingEvents: HTTP2EventBuffer<HTTP2ClientEvent>
-    private var takingEvents = false
+    /// Events recorded and not yet taken (`takeEvents`).
+    private let events: HTTP2EventQueue<HTTP2ClientEvent>
 
     private let headerBlock = HTTP2HeaderBlockBuilder()
     private var remainder = HTTP2OutputRemainder()
@@ -136,8 +133,7 @@ public final class HTTP2ClientSession {
         // nghttp2 assumes 100 until the peer's first SETTINGS; assume no more than our own cap.
         peerMaxConcurrentStreams = min(100, limits.streamsPerConnectionMax)
         lastReceiveNanoseconds = clock.nowNanoseconds()
-        events = HTTP2EventBuffer(capacity: slotCapacity + 16)
-        drainingEvents = HTTP2EventBuffer(capacity: slotCapacity + 16)
+        events = HTTP2EventQueue(capacity: slotCapacity + 16)
 
         var callbacks: OpaquePointer?
         var rv = nghttp2_session_callbacks_new(&callbacks)
@@ -177,8 +173,6 @@ public final class HTTP2ClientSession {
         slots.deinitialize(count: slotCapacity)
         slots.deallocate()
         streamTable.deallocate()
-        events.deallocate()
-        drainingEvents.deallocate()
         remainder.deallocate()
         credentials.deallocate()
     }
@@ -534,26 +528,11 @@ public final class HTTP2ClientSession {
     /// start loading that request's state in two steps, the second through pointers the first
     /// brought in (`ClientWorkload.willReceive`).
     public func takeEvents(upcoming: (_ tag: UInt64, _ near: Bool) -> Void = { _, _ in }, _ body: (HTTP2ClientEvent) -> Void) {
-        guard !takingEvents else { return }
-        takingEvents = true
-        defer { takingEvents = false }
-        while !events.isEmpty {
-            swap(&events, &drainingEvents)
-            // `drainingEvents` receives no appends until the next swap, which only this loop does.
-            let (base, n) = drainingEvents.releaseAll()
-            let near = Self.lookAhead / 2
-            for i in 0..<min(n, Self.lookAhead) { if let tag = base[i].tag { upcoming(tag, false) } }
-            for i in 0..<min(n, near) { if let tag = base[i].tag { upcoming(tag, true) } }
-            for i in 0..<n {
-                if i + Self.lookAhead < n, let tag = base[i + Self.lookAhead].tag { upcoming(tag, false) }
-                if i + near < n, let tag = base[i + near].tag { upcoming(tag, true) }
-                body((base + i).move())
-            }
-        }
+        events.take { base, n in HTTP2EventBuffer.deliver(base, count: n, upcoming: upcoming, body) }
     }
 
     /// How many events ahead of the one being handled `takeEvents` first names a request's tag.
-    static let lookAhead = 8
+    static var lookAhead: Int { HTTP2EventBuffer<HTTP2ClientEvent>.lookAhead }
 
     // MARK: Internals
 

@@ -60,9 +60,7 @@ public final class HTTP2ServerSession {
     private var cutsAfterStatus: [(streamID: Int32, errorCode: UInt32)] = []
     private var goAwayAfterStatus: (errorCode: UInt32, debugData: String)?
     /// Recorded by the callbacks, moved out by `takeEvents` (no copy, no retain per event).
-    private var events: HTTP2EventBuffer<HTTP2ServerEvent>
-    private var drainingEvents: HTTP2EventBuffer<HTTP2ServerEvent>
-    private var takingEvents = false
+    private let events: HTTP2EventQueue<HTTP2ServerEvent>
     private let headerBlock = HTTP2HeaderBlockBuilder()
     private var remainder = HTTP2OutputRemainder()
     /// nghttp2's allocator for this session (HTTP2MemoryPool); freed after the session.
@@ -87,8 +85,7 @@ public final class HTTP2ServerSession {
         slots.initialize(repeating: Slot(), count: slotCapacity)
         for index in 0..<slotCapacity { slots[index].next = index + 1 < slotCapacity ? index + 1 : -1 }
         freeSlot = 0
-        events = HTTP2EventBuffer(capacity: slotCapacity + 8)
-        drainingEvents = HTTP2EventBuffer(capacity: slotCapacity + 8)
+        events = HTTP2EventQueue(capacity: slotCapacity + 8)
 
         var callbacks: OpaquePointer?
         var rv = nghttp2_session_callbacks_new(&callbacks)
@@ -133,8 +130,6 @@ public final class HTTP2ServerSession {
         slots.deinitialize(count: slotCapacity)
         slots.deallocate()
         remainder.deallocate()
-        events.deallocate()
-        drainingEvents.deallocate()
     }
 
     public var isClosed: Bool { closed }
@@ -336,17 +331,9 @@ public final class HTTP2ServerSession {
     }
 
     public func takeEvents(_ body: (HTTP2ServerEvent) -> Void) {
-        guard !takingEvents else { return }
-        takingEvents = true
-        defer { takingEvents = false }
-        while !events.isEmpty {
-            swap(&events, &drainingEvents)
-            // `drainingEvents` receives no appends until the next swap, which only this loop does.
-            // Each event is moved out, so a request's buffers are released as soon as `body` is
-            // done with it, and the slot reuses them.
-            let (base, n) = drainingEvents.releaseAll()
-            for i in 0..<n { body((base + i).move()) }
-        }
+        // Each event is moved out, so a request's buffers are released as soon as `body` is done
+        // with it, and the slot reuses them.
+        events.take { base, n in for i in 0..<n { body((base + i).move()) } }
     }
 
     // MARK: Internals

@@ -375,6 +375,68 @@ struct HTTP2EventBuffer<Event> {
     }
 }
 
+/// A session's events: recorded into one buffer while `take` hands out the other by move. An
+/// event recorded while `take` runs (its handler called back into the session) is handed out by
+/// the same call, after the ones before it; a nested `take` returns at once. A class, so that the
+/// handler's calls into the session never overlap an access to the queue.
+final class HTTP2EventQueue<Event> {
+    private var events: HTTP2EventBuffer<Event>
+    private var draining: HTTP2EventBuffer<Event>
+    private var taking = false
+
+    init(capacity: Int) {
+        events = HTTP2EventBuffer(capacity: capacity)
+        draining = HTTP2EventBuffer(capacity: capacity)
+    }
+
+    deinit {
+        events.deallocate()
+        draining.deallocate()
+    }
+
+    var isEmpty: Bool { events.isEmpty }
+
+    @inline(__always)
+    func append(_ event: Event) { events.append(event) }
+
+    /// Hands the events to `deliver` in batches (where they lie, how many); `deliver` moves each
+    /// one out.
+    @inline(__always)
+    func take(_ deliver: (UnsafeMutablePointer<Event>, Int) -> Void) {
+        guard !taking else { return }
+        taking = true
+        defer { taking = false }
+        while !events.isEmpty {
+            swap(&events, &draining)
+            // `draining` receives no appends until the next swap, which only this loop does.
+            let (base, n) = draining.releaseAll()
+            deliver(base, n)
+        }
+    }
+}
+
+extension HTTP2EventBuffer where Event == HTTP2ClientEvent {
+    /// How many events ahead of the one being handled a client session's `takeEvents` first
+    /// names a request's tag.
+    static var lookAhead: Int { 8 }
+
+    /// Hands the `count` events at `base` to `body` by move, in order, naming each request's tag
+    /// to `upcoming` `lookAhead` events ahead (`near` false), then half as far (`near` true):
+    /// the delivery of both client sessions' `takeEvents`.
+    @inline(__always)
+    static func deliver(_ base: UnsafeMutablePointer<Event>, count n: Int, upcoming: (_ tag: UInt64, _ near: Bool) -> Void,
+                        _ body: (Event) -> Void) {
+        let near = lookAhead / 2
+        for i in 0..<min(n, lookAhead) { if let tag = base[i].tag { upcoming(tag, false) } }
+        for i in 0..<min(n, near) { if let tag = base[i].tag { upcoming(tag, true) } }
+        for i in 0..<n {
+            if i + lookAhead < n, let tag = base[i + lookAhead].tag { upcoming(tag, false) }
+            if i + near < n, let tag = base[i + near].tag { upcoming(tag, true) }
+            body((base + i).move())
+        }
+    }
+}
+
 // MARK: - Output remainder
 
 /// The part of the last mem_send chunk that did not fit the caller's buffer. nghttp2's pointer

@@ -11,7 +11,7 @@
 import PackageDescription
 
 let targets = ["FuzzCSV", "FuzzNDJSON", "FuzzJSONScanner", "FuzzTemplate", "FuzzAPNsResponse", "FuzzFCMResponse",
-               "FuzzOAuthResponse", "FuzzHTTP2Client", "FuzzDecompress", "FuzzWebPushSubscription"]
+               "FuzzOAuthResponse", "FuzzHTTP2Client", "FuzzHTTP1Client", "FuzzDecompress", "FuzzWebPushSubscription"]
 
 let package = Package(
     name: "pushcast-fuzz",

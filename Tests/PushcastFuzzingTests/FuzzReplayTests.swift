@@ -37,6 +37,7 @@ final class FuzzReplayTests: XCTestCase {
     func testFCMResponse() throws { try replay(.fcmResponse) }
     func testOAuthResponse() throws { try replay(.oauthResponse) }
     func testHTTP2Client() throws { try replay(.http2Client) }
+    func testHTTP1Client() throws { try replay(.http1Client) }
     func testDecompress() throws { try replay(.decompress) }
     func testWebPushSubscription() throws { try replay(.webpushSubscription) }
 
@@ -96,5 +97,38 @@ final class FuzzHTTP2HarnessTests: XCTestCase {
         XCTAssertEqual(responded, [1])
         XCTAssertEqual(failed.sorted(), [2, 3])
         XCTAssertTrue(events.contains { if case .goAway(lastStreamID: 1, _, _) = $0 { return true } else { return false } })
+    }
+}
+
+/// The HTTP/1.1 harness really writes its requests and hands the input to them, one at a time
+/// or pipelined.
+final class FuzzHTTP1HarnessTests: XCTestCase {
+    func answer(_ status: Int, _ extra: String = "") -> [UInt8] {
+        Array("HTTP/1.1 \(status) Reason\r\n\(extra)Content-Length: 2\r\n\r\nok".utf8)
+    }
+
+    func outcomes(_ flags: UInt8, _ serverBytes: [UInt8]) -> [String] {
+        var lines: [String] = []
+        FuzzHTTP1.run([flags] + serverBytes) { event in
+            switch event {
+            case .response(let tag, let response): lines.append("\(tag) \(response.status)")
+            case .failed(let tag, let failure): lines.append("\(tag) \(failure)")
+            default: break
+            }
+        }
+        return lines
+    }
+
+    func testAnswersReachTheRequestsOneAtATime() {
+        // Pieces of one byte: each request is written once the answer before it is read.
+        XCTAssertEqual(outcomes(0x00, answer(200) + answer(404) + answer(201)), ["1 200", "2 404", "3 201"])
+        // Whole: the second answer comes before its request, and ends the connection.
+        XCTAssertEqual(outcomes(0x07, answer(200) + answer(404)), ["1 200"])
+    }
+
+    func testPipelinedAnswersReachTheRequestsAndCloseLeavesTheRestUnprocessed() {
+        XCTAssertEqual(outcomes(0x17, answer(200) + answer(404) + answer(201)), ["1 200", "2 404", "3 201"])
+        XCTAssertEqual(outcomes(0x13, answer(200, "Connection: close\r\n") + answer(404)),
+                       ["1 200", "2 goAwayUnprocessed", "3 goAwayUnprocessed"])
     }
 }
