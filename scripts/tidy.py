@@ -82,7 +82,8 @@ IMPORT_RULES = {
                        'campaign logic; providers come in through PushcastProviderKit, files, clocks and threads through '
                        'protocols, not PushcastSystem or PushcastReactor'),
     'PushcastMock': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastReactor', 'PushcastSystem', 'PushcastTransport',
-                      'PushcastAPNs', 'PushcastFCM'}, 'the mock APNs and FCM server'),
+                      'PushcastProviderKit', 'PushcastAPNs', 'PushcastFCM'},
+                     'the mock server: its listeners answer through PushcastProviderKit\'s responders; only MockProviders.swift names a provider'),
     'PushcastSimulation': ({'PushcastCore', 'PushcastJSON', 'PushcastEngine', 'PushcastTransport', 'PushcastWire',
                             'PushcastProviderKit', 'PushcastProviders', 'PushcastAPNs', 'PushcastFCM', 'PushcastInput'},
                            'whole campaigns in memory on a virtual clock: no PushcastReactor, no PushcastSystem'),
@@ -153,7 +154,7 @@ CLOCK_PATTERNS = (
 CLOCK_EXCEPTIONS = {
     ('Sources/PushcastTransport/Threads.swift', 'SystemClock.monotonicNanoseconds()'): "ThreadCondition's timed wait: pthread takes an absolute CLOCK_MONOTONIC deadline",
     ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Date(timeIntervalSinceNow:'): "the refresher's NSCondition wait timeout: to take a waiter from the caller",
-    ('Sources/PushcastMock/MockFCM.swift', 'SystemClock.wallClockSeconds()'): "token expiry in the mock's OAuth2 endpoint: to take a WallClock",
+    ('Sources/PushcastMock/MockFCMListener.swift', 'SystemClock.wallClockSeconds()'): "the FCM listener's default wall time (token expiry, message ids): to take a WallClock",
     ('Sources/PushcastMock/MockProjectQuota.swift', 'Reactor.nowNanoseconds()'): "the mock's project quota: to take a MonotonicClock",
     ('Sources/PushcastMock/MockResponder.swift', 'Reactor.nowNanoseconds()'): "the mock's rate limit: to take a MonotonicClock",
     ('Sources/PushcastTransport/LoadGenerator.swift', 'Reactor.nowNanoseconds()'): "bench start and end: to use the clock it is given",

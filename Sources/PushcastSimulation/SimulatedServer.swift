@@ -86,11 +86,13 @@ enum StreamFate {
 /// The simulated server side of one provider: the fate of each stream, and the ledger of what
 /// really reached devices (the truth the simulator's invariants are checked against). Every
 /// connection of every worker of the lane talks to it; it survives a simulated crash of the
-/// pushcast process, as a real provider would.
+/// pushcast process, as a real provider would. What it answers is the provider's responder's,
+/// the same `pushcast mock` answers with; the seed decides which device is gone and every fault.
 public final class SimulatedServer {
     public let model: FaultModel
-    let provider: SimulatedProvider
+    let responder: any ProviderResponder
     let random: SplitMix64
+    private let once = FirstTimeSet()
     /// Pushes that reached the device, per token.
     public private(set) var deliveries: [String: Int] = [:]
     /// Requests that arrived, per token.
@@ -106,8 +108,8 @@ public final class SimulatedServer {
     var tls: TLSContext?
     public private(set) var outages = 0
 
-    public init(provider: SimulatedProvider, model: FaultModel, seed: UInt64) {
-        self.provider = provider
+    public init(responder: any ProviderResponder, model: FaultModel, seed: UInt64) {
+        self.responder = responder
         self.model = model
         random = SplitMix64(seed: seed)
     }
@@ -141,18 +143,36 @@ public final class SimulatedServer {
         return (.answer, latency)
     }
 
-    /// The server processes the notification: a live token gets the push (counted), a dead one
-    /// the provider's "unregistered" answer.
-    func process(token: String) -> HTTP2Response {
-        if isDead(token) { return provider.unregistered() }
-        deliveries[token, default: 0] += 1
-        return provider.accepted(random)
+    /// The wall time the provider's answers carry: a fixed epoch plus the virtual clock.
+    static let epochMilliseconds: Int64 = 1_767_225_600_000
+
+    /// What the provider's responder needs for one request: the virtual wall time, the seed's
+    /// draws, and the device's fate, which the seed decided (`isDead`).
+    private func context(token: String) -> ProviderRequestContext {
+        let network = network
+        return ProviderRequestContext(wallMilliseconds: { Self.epochMilliseconds + Int64((network?.now ?? 0) / 1_000_000) },
+                                      random: random, once: once, device: isDead(token) ? .unregistered : .registered)
+    }
+
+    /// The server processes the notification through the provider's rules: a live token the rules
+    /// accept gets the push (counted), a dead one the provider's "unregistered" answer.
+    func process(_ request: HTTP2ServerRequest, token: String) -> HTTP2Response {
+        let answer = responder.respond(to: request, context: context(token: token))
+        if answer.kind == .accepted { deliveries[token, default: 0] += 1 }
+        return HTTP2Response(status: answer.status, headers: answer.allHeaders, body: answer.body)
+    }
+
+    /// The provider's answer to a 429, 500 or 503 the seed chose instead of processing.
+    func transient(status: Int, to request: HTTP2ServerRequest, token: String) -> HTTP2Response {
+        let fault: ProviderServerFault = status == 429 ? .throttled(retryAfterSeconds: 1, scope: .device) : .serverError(status: status)
+        let answer = responder.answer(fault, to: request, context: context(token: token))
+        return HTTP2Response(status: answer.status, headers: answer.allHeaders, body: answer.body)
     }
 
     /// A stream whose end the client will not see (reset, lost, timed out): whether the server
     /// had processed it is a coin toss.
-    func maybeProcess(token: String) {
-        if random.next(below: 2) == 0 { _ = process(token: token) }
+    func maybeProcess(_ request: HTTP2ServerRequest, token: String) {
+        if random.next(below: 2) == 0 { _ = process(request, token: token) }
     }
 
     func startOutage(at now: UInt64, lasting: UInt64? = nil) {
