@@ -27,6 +27,13 @@ public struct FaultModel: Sendable, CustomStringConvertible {
     /// claims it was not. The client must never send it again.
     public var cutRefuse = 0.0
     public var cutGoAway = 0.0
+    /// `mock --misbehave`'s hostile answers, after the stream is processed: a body that never
+    /// ends (`hugeBody`), a 128 KiB header block (`hugeHeaders`), or the answer after a burst of
+    /// PINGs (`pingFlood`). The client must give up on the first two within its limits, not know
+    /// whether the device got the push, and never send it again.
+    public var hugeBody = 0.0
+    public var hugeHeaders = 0.0
+    public var pingFlood = 0.0
     /// The whole server goes down for `outageNanoseconds` (every connection dies, connects fail).
     public var outage = 0.0
     public var outageNanoseconds: UInt64 = 2_000_000_000
@@ -56,6 +63,9 @@ public struct FaultModel: Sendable, CustomStringConvertible {
         // crashes and timings as they were.
         model.cutRefuse = model.refuse / 40
         model.cutGoAway = model.goAway / 5
+        model.hugeBody = model.reset / 8
+        model.hugeHeaders = model.reset / 8
+        model.pingFlood = model.drop / 2
         return model
     }
 
@@ -64,6 +74,7 @@ public struct FaultModel: Sendable, CustomStringConvertible {
         return "refuse \(p(refuse)) reset \(p(reset)) 429 \(p(status429)) 503 \(p(status503)) 500 \(p(status500)) "
             + "silent \(p(silent)) goaway \(p(goAway)) drop \(p(drop)) outage \(p(outage)) dead \(p(deadTokens)) "
             + "cut-refuse \(p(cutRefuse)) cut-goaway \(p(cutGoAway)) "
+            + "huge-body \(p(hugeBody)) huge-headers \(p(hugeHeaders)) ping-flood \(p(pingFlood)) "
             + "jitter \(latencyJitterNanoseconds / 1_000_000) ms"
     }
 }
@@ -81,6 +92,9 @@ enum StreamFate {
     case answerThenOutage
     case statusThenRefused
     case statusThenGoAwayZero
+    case answerHugeBody
+    case answerHugeHeaders
+    case pingsThenAnswer
 }
 
 /// The simulated server side of one provider: the fate of each stream, and the ledger of what
@@ -135,6 +149,7 @@ public final class SimulatedServer {
             (model.status500, .status(500)), (model.silent, .silent), (model.goAway, .answerThenGoAway),
             (model.drop, .answerThenDrop), (model.outage, .answerThenOutage),
             (model.cutRefuse, .statusThenRefused), (model.cutGoAway, .statusThenGoAwayZero),
+            (model.hugeBody, .answerHugeBody), (model.hugeHeaders, .answerHugeHeaders), (model.pingFlood, .pingsThenAnswer),
         ]
         for (rate, fate) in table {
             edge += rate

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastTransport
 import PushcastWire
 import Synchronization
 
@@ -120,6 +121,15 @@ final class SimulatedServerConnection {
             session.goAwayZeroAfterStatus(errorCode: HTTP2ServerSession.noErrorCode, debugData: "simulated")
             pending.removeAll()
             silent.removeAll()
+        case .answerHugeBody:
+            let response = server.process(request, token: token)
+            session.respond(streamID: id, status: response.status, headers: response.headers, repeatingBodyForever: ServerMisbehavior.hugeBodyChunk)
+        case .answerHugeHeaders:
+            let response = server.process(request, token: token)
+            session.respond(streamID: id, status: response.status, headers: response.headers + ServerMisbehavior.hugeHeaderList, body: response.body)
+        case .pingsThenAnswer:
+            session.floodPings(ServerMisbehavior.pingFloodCount)
+            answer(server.process(request, token: token))
         }
         flush()
     }
