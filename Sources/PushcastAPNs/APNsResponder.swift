@@ -126,7 +126,8 @@ public final class APNsResponder: ProviderResponder {
         return answer
     }
 
-    /// `clientCertificate` is the connection's, for certificate auth.
+    /// The ruling for one request; certificate auth reads the connection's certificate from
+    /// `context.clientCertificate`.
     func rule(_ request: HTTP2ServerRequest, context: ProviderRequestContext) -> APNsRuling {
         guard request.method(is: "POST") else { return APNsRuling(status: 405, reason: "MethodNotAllowed") }
         return request.withPath { path -> APNsRuling in

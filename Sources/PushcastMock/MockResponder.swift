@@ -1,7 +1,6 @@
-import PushcastProviderKit
 import PushcastCore
+import PushcastProviderKit
 import PushcastReactor
-import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization
