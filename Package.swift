@@ -76,7 +76,7 @@ let package = Package(
             swiftSettings: hotPath + [.enableUpcomingFeature("MemberImportVisibility")]),
         // Query snapshots and prune-apply against SQLite, PostgreSQL and MySQL/MariaDB.
         .target(name: "PushcastDatabase", dependencies: ["PushcastCore", "CSQLite", "CPostgres", "CMariaDB"]),
-        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
+        .target(name: "PushcastMock", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastProviderKit", "PushcastAPNs", "PushcastFCM"], swiftSettings: hotPath),
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
                 dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastProviderKit", "PushcastProviders",
@@ -104,7 +104,7 @@ let package = Package(
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastSystemTests", dependencies: ["PushcastSystem", "PushcastCore"]),
-        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastFCM", "PushcastSystem"]),
+        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastSystem"]),
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
                                    "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders"]),

@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastProviderKit
 import PushcastReactor
 import PushcastSystem
 import PushcastWire
@@ -20,24 +21,11 @@ public final class MockRequestLog: Sendable {
         file = Mutex(try OutputFile(path: path))
     }
 
-    func record(worker: Int, request: HTTP2ServerRequest, answer: MockAPNsAnswer, apnsID: String) {
-        let token = request.path.hasPrefix("/3/device/") ? String(request.path.dropFirst(10)) : ""
-        var line = Self.linePrefix(provider: "apns", worker: worker, method: request.method)
-        line += "\"token\":\"\(Self.escaped(token))\",\"status\":\(answer.status),\"apns_id\":\"\(Self.escaped(apnsID))\""
-        if let reason = answer.reason { line += ",\"reason\":\"\(reason)\"" }
-        line += "}\n"
-        file.withLock { try? $0.append(line) }
-    }
-
-    /// One FCM request: `token` is the message's target (nil for the token endpoint), `error` the
-    /// FcmError code or canonical status of a refusal.
-    func recordFCM(worker: Int, request: HTTP2ServerRequest, token: String?, status: Int, error: String?) {
-        var line = Self.linePrefix(provider: "fcm", worker: worker, method: request.method)
-        line += "\"path\":\"\(Self.escaped(String(request.path.prefix(256))))\""
-        if let token { line += ",\"token\":\"\(Self.escaped(token))\"" }
-        line += ",\"status\":\(status)"
-        if let error { line += ",\"error\":\"\(Self.escaped(error))\"" }
-        line += "}\n"
+    /// One exchange: the members every line has, then the provider's own (its responder's
+    /// `logMembers`).
+    func record(provider: any ProviderResponder, worker: Int, request: HTTP2ServerRequest, answer: ProviderServerAnswer) {
+        let line = Self.linePrefix(provider: provider.provider.rawValue, worker: worker, method: request.method)
+            + provider.logMembers(request, answer) + "}\n"
         file.withLock { try? $0.append(line) }
     }
 

@@ -1,7 +1,6 @@
-import PushcastAPNs
 import PushcastCore
+import PushcastProviderKit
 import PushcastReactor
-import PushcastSystem
 import PushcastTransport
 import PushcastWire
 import Synchronization
@@ -21,7 +20,7 @@ public struct MockBehavior: Sendable {
     public var errorRate: Double = 0
     /// Requests per second the whole server accepts; the rest get 429 TooManyRequests.
     public var rateLimitPerSecond: Int? = nil
-    /// Provider-token checks.
+    /// Provider-token checks on the APNs listener.
     public var authentication: MockAuthentication = .none
     /// Seed for the error-rate draw, so a run replays.
     public var seed: UInt64 = 1
@@ -52,195 +51,155 @@ final class MockRateLimiter: Sendable {
     }
 }
 
-/// One worker's responder: answers APNs requests the way APNs does (MockAPNsRules), applies the
-/// faults, counts, and answers `GET /stats` with the counters of all workers.
+/// Which statistics a listener's workers count in: the first listener's (the top-level fields)
+/// or the second's (`fcm`).
+enum MockListener {
+    case first
+    case second
+}
+
+/// What one worker of a listener shares with the others.
+struct MockListenerShared {
+    let provider: any ProviderResponder
+    let listener: MockListener
+    let board: MockStatisticsBoard
+    let once: FirstTimeSet
+    let rateLimiter: MockRateLimiter?
+    /// `--fcm-quota`: the provider's quota over a rolling minute; nil: none.
+    let quota: MockProjectQuota?
+    /// The Retry-After of the 429s the rate limit answers.
+    let retryAfterSeconds: Int
+    let log: MockRequestLog?
+    let wallMilliseconds: @Sendable () -> Int64
+}
+
+/// One worker's responder: answers each request through its provider's responder (the
+/// provider's rules), applies the mock's faults around it (rate limit, quota, error rate,
+/// latency, GOAWAY after N requests, the stream limit after a rejection), counts, logs, and
+/// answers `GET /stats` with the counters of every worker of every listener.
 final class MockResponder: ServerResponder {
     private let behavior: MockBehavior
-    private let board: MockStatisticsBoard
+    private let shared: MockListenerShared
+    private let slot: Int
     private let workerIndex: Int
-    private let rules: MockAPNsRules
-    private let rateLimiter: MockRateLimiter?
-    private let log: MockRequestLog?
     private let random: SplitMix64
-    private var statistics = MockStatistics()
-    private var statusTally = [Int](repeating: 0, count: 1000)
-    private var statusesSeen: [Int] = []
+    private var counters = MockCounters()
     private var changed = false
-    /// Connections with a lowered stream limit (after a rejection), and those whose provider
-    /// token has been accepted once.
+    /// Connections with a lowered stream limit (after a rejection), and those whose credentials
+    /// have been accepted once.
     private var rejectedConnections = Set<UInt64>()
     private var authenticatedConnections = Set<UInt64>()
     private let streamsMax: Int
     private static let jsonHeaders = [HTTP2Header("content-type", "application/json")]
 
-    init(behavior: MockBehavior, board: MockStatisticsBoard, workerIndex: Int, shared: MockSharedState,
-         rateLimiter: MockRateLimiter?, log: MockRequestLog?, streamsMax: Int) {
+    /// `slot` is this worker's place on the board; `workerIndex` its index on its listener.
+    init(behavior: MockBehavior, shared: MockListenerShared, slot: Int, workerIndex: Int, streamsMax: Int) {
         self.behavior = behavior
-        self.board = board
+        self.shared = shared
+        self.slot = slot
         self.workerIndex = workerIndex
-        self.rateLimiter = rateLimiter
-        self.log = log
         self.streamsMax = streamsMax
-        random = SplitMix64(seed: behavior.seed &+ UInt64(workerIndex) &* 0x9E37_79B9)
-        rules = MockAPNsRules(authentication: behavior.authentication, shared: shared, wallClock: SystemWallClock())
+        let salt: UInt64 = shared.listener == .first ? 0 : 0xFC
+        random = SplitMix64(seed: behavior.seed &+ salt &+ UInt64(workerIndex) &* 0x9E37_79B9)
+        if shared.listener == .second { publish() }
     }
 
     func handle(_ request: HTTP2ServerRequest, on connection: ServerConnectionControl) -> ServerReply {
         changed = true
         if request.method(is: "GET") && request.withPath({ bytesEqual($0, Self.statsPath) }) {
             publish()
-            let body = Array(board.total().json.utf8)
+            let body = Array(shared.board.total().json.utf8)
             return .respond(status: 200, headers: Self.jsonHeaders, body: body, delayNanoseconds: 0)
         }
-        statistics.requests += 1
-        if connection.streamsOpenMax > statistics.streamsOpenMax { statistics.streamsOpenMax = connection.streamsOpenMax }
-
-        var answer = rules.evaluate(request, clientCertificate: connection.clientCertificate)
-        if answer.status == 200, let limiter = rateLimiter, !limiter.admit() {
-            answer = MockAPNsAnswer(status: 429, reason: "TooManyRequests")
+        counters.streamsOpenMax = max(counters.streamsOpenMax, connection.streamsOpenMax)
+        let context = ProviderRequestContext(wallMilliseconds: shared.wallMilliseconds, random: random,
+                                             clientCertificate: connection.clientCertificate, once: shared.once)
+        var answer = shared.provider.respond(to: request, context: context)
+        if let issued = answer.issuedCredential {
+            counters.tokenRequests += 1
+            if issued { counters.tokensIssued += 1 }
+        } else {
+            counters.requests += 1
+            answer = faulted(answer, request: request, context: context)
+            counters.count(status: answer.status)
+            if answer.kind == .accepted { counters.delivered += 1 }
         }
-        if answer.status == 200, behavior.errorRate > 0,
-           Double(random.next() >> 11) / Double(1 << 53) < behavior.errorRate {
-            answer = MockAPNsAnswer(status: behavior.errorStatus, reason: Self.reason(forStatus: behavior.errorStatus))
+        limitStreams(after: answer, on: connection)
+        if let limit = behavior.goAwayAfter, connection.requestCount >= limit, !connection.goingAway {
+            connection.goAway()
+            counters.goAwaysSent += 1
         }
-        count(status: answer.status)
-        if answer.status == 200 { statistics.delivered += 1 }
+        if let log = shared.log { log.record(provider: shared.provider, worker: workerIndex, request: request, answer: answer) }
+        if answer.headers.isEmpty {
+            return .respondInline(status: answer.status, header: answer.inlineHeader, body: answer.body,
+                                  delayNanoseconds: behavior.latencyNanoseconds)
+        }
+        return .respond(status: answer.status, headers: answer.allHeaders, body: answer.body, delayNanoseconds: behavior.latencyNanoseconds)
+    }
 
-        if case .token = behavior.authentication, answer.status != 403,
+    /// The mock's faults on an answer the provider accepted: the quota, the rate limit, the
+    /// error rate, in that order.
+    private func faulted(_ answer: ProviderServerAnswer, request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        guard answer.kind == .accepted else { return answer }
+        let provider = shared.provider
+        if let quota = shared.quota, let wait = quota.admit() {
+            return provider.answer(.throttled(retryAfterSeconds: wait, scope: .provider), to: request, context: context)
+        }
+        if let limiter = shared.rateLimiter, !limiter.admit() {
+            return provider.answer(.throttled(retryAfterSeconds: shared.retryAfterSeconds, scope: .provider), to: request, context: context)
+        }
+        if behavior.errorRate > 0, Double(random.next() >> 11) / Double(1 << 53) < behavior.errorRate {
+            let fault: ProviderServerFault = behavior.errorStatus == 429
+                ? .throttled(retryAfterSeconds: shared.retryAfterSeconds, scope: .provider) : .serverError(status: behavior.errorStatus)
+            return provider.answer(fault, to: request, context: context)
+        }
+        return answer
+    }
+
+    /// The connection's stream limit: raised once credentials are accepted (APNs allows one
+    /// stream until then), lowered after a rejection and raised again after an accepted request
+    /// (`streamsAfterReject`, APNs's habit; a device gone is not a rejection).
+    private func limitStreams(after answer: ProviderServerAnswer, on connection: ServerConnectionControl) {
+        if shared.provider.streamsBeforeCredentials != nil, answer.kind != .credentialsRefused,
            authenticatedConnections.insert(connection.id).inserted {
             connection.setMaxConcurrentStreams(streamsMax)
         }
-        if let lowered = behavior.streamsAfterReject {
-            // 410 is not an error to APNs; everything else that is not 200 is.
-            if answer.status != 200 && answer.status != 410 {
-                if rejectedConnections.insert(connection.id).inserted { connection.setMaxConcurrentStreams(lowered) }
-            } else if answer.status == 200, rejectedConnections.remove(connection.id) != nil {
-                connection.setMaxConcurrentStreams(streamsMax)
-            }
+        guard let lowered = behavior.streamsAfterReject, answer.issuedCredential == nil else { return }
+        switch answer.kind {
+        case .accepted:
+            if rejectedConnections.remove(connection.id) != nil { connection.setMaxConcurrentStreams(streamsMax) }
+        case .deviceGone:
+            break
+        case .refused, .credentialsRefused, .busy:
+            if rejectedConnections.insert(connection.id).inserted { connection.setMaxConcurrentStreams(lowered) }
         }
-        if let limit = behavior.goAwayAfter, connection.requestCount >= limit, !connection.goingAway {
-            connection.goAway()
-            statistics.goAwaysSent += 1
-        }
-        // Echo the client's apns-id, or make one; held inline, so answering allocates nothing.
-        var tooLong = false
-        let echoed = request.withHeader("apns-id") { value -> HTTP2InlineHeader? in
-            guard let value else { return nil }
-            guard let header = HTTP2InlineHeader(name: "apns-id", value: value) else { tooLong = true; return nil }
-            return header
-        }
-        if tooLong {
-            // An id longer than an inline header holds: echo it the ordinary way.
-            let apnsID = request.header("apns-id") ?? ""
-            log?.record(worker: workerIndex, request: request, answer: answer, apnsID: apnsID)
-            return .respond(status: answer.status, headers: [HTTP2Header("apns-id", apnsID)], body: answer.body,
-                            delayNanoseconds: behavior.latencyNanoseconds)
-        }
-        let idHeader = echoed ?? Self.randomUUIDHeader(random)
-        log?.record(worker: workerIndex, request: request, answer: answer, apnsID: idHeader.value)
-        return .respondInline(status: answer.status, header: idHeader, body: answer.body,
-                              delayNanoseconds: behavior.latencyNanoseconds)
     }
 
     private static let statsPath: StaticString = "/stats"
 
-    /// Counts one answer. Statuses are tallied in an array and copied into
-    /// `statistics.statusCounts` when published (once per loop turn), not hashed per request.
-    @inline(__always)
-    private func count(status: Int) {
-        guard status >= 0 && status < statusTally.count else {
-            statistics.statusCounts[status, default: 0] += 1
-            return
-        }
-        if statusTally[status] == 0 { statusesSeen.append(status) }
-        statusTally[status] += 1
-    }
-
     private func publish() {
-        for status in statusesSeen { statistics.statusCounts[status] = statusTally[status] }
-        board.publish(worker: workerIndex, statistics)
-    }
-
-    static func reason(forStatus status: Int) -> String {
-        switch status {
-        case 429: return "TooManyRequests"
-        case 500: return "InternalServerError"
-        default: return "ServiceUnavailable"
-        }
-    }
-
-    /// A random canonical UUID, for requests that came without an apns-id.
-    static func randomUUID(_ random: SplitMix64) -> String {
-        randomUUIDHeader(random).value
-    }
-
-    /// The same, written straight into an inline `apns-id` header.
-    static func randomUUIDHeader(_ random: SplitMix64) -> HTTP2InlineHeader {
-        HTTP2InlineHeader(name: "apns-id", count: 36) { out in writeRandomUUID(random, into: out) }
-    }
-
-    /// 36 bytes: 8-4-4-4-12 lower-case hex, version 4, RFC 4122 variant.
-    static func writeRandomUUID(_ random: SplitMix64, into out: UnsafeMutableRawBufferPointer) {
-        precondition(out.count >= 36)
-        let a = random.next()
-        var b = random.next()
-        b = (b & ~0xF000_0000_0000_0000) | 0x4000_0000_0000_0000  // version 4: "4xxx" in group 3
-        let c = (random.next() & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // variant 10xx: group 4
-        let base = out.baseAddress!
-        // 8-4-4-4-12 = a[0..<32] - a[32..<48] - b[48..<64] - c[48..<64] - c[0..<48], high nibble first.
-        base.storeBytes(of: hex8(UInt32(truncatingIfNeeded: a >> 32)), toByteOffset: 0, as: UInt64.self)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
-        storeHex4(UInt16(truncatingIfNeeded: a >> 16), at: base + 9)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
-        storeHex4(UInt16(truncatingIfNeeded: b >> 48), at: base + 14)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
-        storeHex4(UInt16(truncatingIfNeeded: c >> 48), at: base + 19)
-        base.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
-        storeHex4(UInt16(truncatingIfNeeded: c >> 32), at: base + 24)
-        base.storeBytes(of: hex8(UInt32(truncatingIfNeeded: c)), toByteOffset: 28, as: UInt64.self)
-    }
-
-    /// Eight lower-case hex digits of `value`, most significant first, as the bytes of a
-    /// little-endian UInt64 (SWAR: spread the nibbles one per byte, then add '0' or 'a' - 10).
-    @inline(__always)
-    static func hex8(_ value: UInt32) -> UInt64 {
-        var x = UInt64(value.byteSwapped)  // most significant byte first in memory
-        x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF
-        x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF
-        // Each byte holds two nibbles now; put the high one first.
-        let high = (x >> 4) & 0x000F_000F_000F_000F
-        let low = (x & 0x000F_000F_000F_000F) << 8
-        x = high | low
-        let letters = ((x &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
-        return (x &+ 0x3030_3030_3030_3030 &+ letters &* 0x27).littleEndian
-    }
-
-    @inline(__always)
-    static func storeHex4(_ value: UInt16, at pointer: UnsafeMutableRawPointer) {
-        let digits = hex8(UInt32(value)) >> 32  // the last four of eight digits
-        pointer.storeBytes(of: UInt32(truncatingIfNeeded: digits).littleEndian, as: UInt32.self)
+        shared.board.publish(worker: slot, counters.statistics(for: shared.listener))
     }
 
     func connectionOpened(_ connection: ServerConnectionControl) {
-        statistics.connectionsAccepted += 1
-        statistics.connectionsOpen += 1
+        counters.connectionsAccepted += 1
+        counters.connectionsOpen += 1
         changed = true
-        // APNs allows one stream until the first request with a valid provider token.
-        if case .token = behavior.authentication { connection.setMaxConcurrentStreams(1) }
+        if let streams = shared.provider.streamsBeforeCredentials { connection.setMaxConcurrentStreams(streams) }
     }
 
     func connectionClosed(_ connection: ServerConnectionControl) {
-        statistics.connectionsOpen -= 1
-        statistics.streamsOpenMax = max(statistics.streamsOpenMax, connection.streamsOpenMax)
-        statistics.streamsOpenMaxPerConnection.record(connection.streamsOpenMax)
-        statistics.streamsPerConnection.record(connection.requestCount)
+        counters.connectionsOpen -= 1
+        counters.streamsOpenMax = max(counters.streamsOpenMax, connection.streamsOpenMax)
+        counters.streamsOpenMaxPerConnection.record(connection.streamsOpenMax)
+        counters.streamsPerConnection.record(connection.requestCount)
         rejectedConnections.remove(connection.id)
         authenticatedConnections.remove(connection.id)
         changed = true
     }
 
     func misbehaved(_ action: ServerMisbehaviorAction, on connection: ServerConnectionControl) {
-        statistics.misbehavior.count(action)
+        counters.misbehavior.count(action)
         changed = true
     }
 
@@ -248,5 +207,70 @@ final class MockResponder: ServerResponder {
         guard changed else { return }
         changed = false
         publish()
+    }
+}
+
+/// One worker's counts, published as its listener's statistics. Statuses are tallied in an
+/// array and copied out when published (once per loop turn), not hashed per request.
+struct MockCounters {
+    var requests = 0
+    var delivered = 0
+    var tokenRequests = 0
+    var tokensIssued = 0
+    var connectionsAccepted = 0
+    var connectionsOpen = 0
+    var goAwaysSent = 0
+    var streamsOpenMax = 0
+    var streamsOpenMaxPerConnection = ConnectionDistribution()
+    var streamsPerConnection = ConnectionDistribution()
+    var misbehavior = MockMisbehaviorStatistics()
+    private var statusTally = [Int](repeating: 0, count: 1000)
+    private var statusesSeen: [Int] = []
+    private var statusesOther: [Int: Int] = [:]
+
+    @inline(__always)
+    mutating func count(status: Int) {
+        guard status >= 0 && status < statusTally.count else {
+            statusesOther[status, default: 0] += 1
+            return
+        }
+        if statusTally[status] == 0 { statusesSeen.append(status) }
+        statusTally[status] += 1
+    }
+
+    var statusCounts: [Int: Int] {
+        var counts = statusesOther
+        for status in statusesSeen { counts[status] = statusTally[status] }
+        return counts
+    }
+
+    func statistics(for listener: MockListener) -> MockStatistics {
+        var statistics = MockStatistics()
+        switch listener {
+        case .first:
+            statistics.requests = requests
+            statistics.delivered = delivered
+            statistics.statusCounts = statusCounts
+            statistics.connectionsAccepted = connectionsAccepted
+            statistics.connectionsOpen = connectionsOpen
+            statistics.goAwaysSent = goAwaysSent
+            statistics.streamsOpenMax = streamsOpenMax
+            statistics.streamsOpenMaxPerConnection = streamsOpenMaxPerConnection
+            statistics.streamsPerConnection = streamsPerConnection
+            statistics.misbehavior = misbehavior
+        case .second:
+            statistics.fcm.listening = true
+            statistics.fcm.requests = requests
+            statistics.fcm.delivered = delivered
+            statistics.fcm.statusCounts = statusCounts
+            statistics.fcm.tokenRequests = tokenRequests
+            statistics.fcm.tokensIssued = tokensIssued
+            statistics.fcm.connectionsAccepted = connectionsAccepted
+            statistics.fcm.connectionsOpen = connectionsOpen
+            statistics.fcm.goAwaysSent = goAwaysSent
+            statistics.fcm.streamsOpenMax = streamsOpenMax
+            statistics.fcm.misbehavior = misbehavior
+        }
+        return statistics
     }
 }

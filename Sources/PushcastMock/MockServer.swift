@@ -1,6 +1,6 @@
 import Foundation
 import PushcastCore
-import PushcastFCM
+import PushcastProviderKit
 import PushcastReactor
 import PushcastSystem
 import PushcastTransport
@@ -85,34 +85,35 @@ public final class MockServer: @unchecked Sendable {
         } catch {
             throw MockServerError(description: error.description)
         }
-        // A given service account is read before anything listens, so a bad file fails fast.
-        var fcmAccount: FCMServiceAccount? = nil
-        if let fcmConfiguration = configuration.fcm, case .serviceAccount(let path) = fcmConfiguration.credentials {
-            do { fcmAccount = try FCMServiceAccount.load(path: path, files: SecretFile.read) } catch { throw MockServerError(description: error.description) }
-        }
-        let shared = MockSharedState()
-        let limiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
+        let providers = try MockProviders(configuration)
+        let once = FirstTimeSet()
         let streamsMax = configuration.limits.streamsPerConnectionMax
         let gate = configuration.misbehaveAfter.map { ServerMisbehaviorGate(wellBehavedRequests: $0) }
-        let (board, log, behavior) = (board, log, configuration.behavior)
+        let behavior = configuration.behavior
+        let apnsWall = SystemWallClock()
+        let first = MockListenerShared(provider: providers.first, listener: .first, board: board, once: once,
+                                       rateLimiter: behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }, quota: nil,
+                                       retryAfterSeconds: 1, log: log, wallMilliseconds: { apnsWall.secondsSinceEpoch() * 1000 })
 
         let serverConfiguration = ServerConfiguration(host: configuration.host, port: configuration.port, tls: apnsTLS,
                                                       limits: configuration.limits, reactor: configuration.reactor,
                                                       misbehavior: configuration.misbehavior, misbehaviorGate: gate)
         let workerGroup = (threads, stopSignal, failures)
         let (apnsPort, apnsBackend) = try Self.startWorkers(count: workers, name: "mock", configuration: serverConfiguration, group: workerGroup) { index in
-            MockResponder(behavior: behavior, board: board, workerIndex: index, shared: shared, rateLimiter: limiter, log: log,
-                          streamsMax: streamsMax)
+            MockResponder(behavior: behavior, shared: first, slot: index, workerIndex: index, streamsMax: streamsMax)
         }
         port = apnsPort
         backendKind = apnsBackend
-        guard let fcmConfiguration = configuration.fcm else {
+        guard let fcmConfiguration = configuration.fcm, let secondProvider = providers.second else {
             fcm = nil
             return
         }
         // FCM: its own port, stream limit, body limit, rate-limit bucket and responders.
-        let fcmShared = MockFCMShared(configuration: fcmConfiguration, failOnce: shared)
-        let fcmLimiter = configuration.behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }
+        let second = MockListenerShared(provider: secondProvider, listener: .second, board: board, once: once,
+                                        rateLimiter: behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) },
+                                        quota: fcmConfiguration.quotaPerMinute.map(MockProjectQuota.init(perMinute:)),
+                                        retryAfterSeconds: fcmConfiguration.retryAfterSeconds, log: log,
+                                        wallMilliseconds: fcmConfiguration.wallMilliseconds)
         var fcmLimits = configuration.limits
         fcmLimits.streamsPerConnectionMax = fcmConfiguration.streamsPerConnectionMax
         fcmLimits.requestBodyBytesMax = max(fcmLimits.requestBodyBytesMax, MockFCMConfiguration.requestBodyBytesMax)
@@ -121,12 +122,10 @@ public final class MockServer: @unchecked Sendable {
                                                          misbehavior: configuration.misbehavior, misbehaviorGate: gate)
         do {
             let (fcmPort, _) = try Self.startWorkers(count: workers, name: "mock-fcm", configuration: fcmServerConfiguration, group: workerGroup) { index in
-                MockFCMResponder(shared: fcmShared, behavior: behavior, board: board, slot: workers + index, workerIndex: index,
-                                 rateLimiter: fcmLimiter, log: log)
+                MockResponder(behavior: behavior, shared: second, slot: workers + index, workerIndex: index,
+                              streamsMax: fcmConfiguration.streamsPerConnectionMax)
             }
-            let (endpoint, setup) = try Self.fcmSetup(fcmConfiguration, account: fcmAccount, host: configuration.host, port: fcmPort)
-            fcmShared.install(setup)
-            fcm = endpoint
+            fcm = try providers.secondBound(fcmConfiguration, host: configuration.host, port: fcmPort)
         } catch {
             stopSignal.stop()
             threads.join()
@@ -208,48 +207,6 @@ public final class MockServer: @unchecked Sendable {
         }
         return bound!
     }
-
-    /// The FCM endpoint and setup once the port is known: a generated service account is written
-    /// now, with the token URI in it; a given one lends its key's public half and token_uri.
-    private static func fcmSetup(_ configuration: MockFCMConfiguration, account: FCMServiceAccount?, host: String,
-                                 port: UInt16) throws(MockServerError) -> (MockFCMEndpoint, MockFCMSetup) {
-        let endpoint = "https://\(advertisedHost(host)):\(port)"
-        let tokenURI = endpoint + "/token"
-        do {
-            let projectID: String, credentialsPath: String, issuer: String, publicKey: RS256PublicKey
-            var audiences = [tokenURI]
-            switch configuration.credentials {
-            case .generated(let directory):
-                projectID = configuration.projectID ?? "pushcast-demo"
-                issuer = configuration.clientEmail
-                let generated = try FCMServiceAccountGenerator.generate(projectID: projectID, clientEmail: issuer, tokenURI: tokenURI)
-                credentialsPath = directory + "/fcm-service-account.json"
-                try writeSecret(String(decoding: generated.serviceAccountJSON, as: UTF8.self), to: credentialsPath)
-                publicKey = try RS256PublicKey(pem: generated.publicKeyPEM, source: credentialsPath)
-            case .serviceAccount(let path):
-                guard let account else { throw FCMCredentialError("the FCM service account \(path) was not read") }
-                projectID = configuration.projectID ?? account.projectID
-                issuer = account.clientEmail
-                credentialsPath = path
-                publicKey = try RS256Signer(account: account).publicKey()
-                if account.tokenURI != tokenURI { audiences.append(account.tokenURI) }
-            }
-            // Google's own endpoint as well: the mock's certificate names oauth2.googleapis.com, and
-            // google-auth (firebase-admin) always signs for it, whatever the key file's token_uri.
-            if !audiences.contains(Self.googleTokenURI) { audiences.append(Self.googleTokenURI) }
-            let verifiers = audiences.map { OAuthAssertionVerifier(publicKey: publicKey, issuer: issuer, audience: $0) }
-            let setup = MockFCMSetup(projectID: projectID, sendPath: FCMProvider.sendPath(project: projectID), verifiers: verifiers)
-            let announced = MockFCMEndpoint(port: port, endpoint: endpoint, tokenURI: tokenURI, credentialsPath: credentialsPath, projectID: projectID)
-            return (announced, setup)
-        } catch let error as MockServerError {
-            throw error
-        } catch {
-            throw MockServerError(description: "mock FCM credentials: \(error)")
-        }
-    }
-
-    /// The audience Google's token endpoint checks assertions against.
-    static let googleTokenURI = "https://oauth2.googleapis.com/token"
 
     /// The address clients use: loopback for a wildcard listener, brackets around IPv6.
     static func advertisedHost(_ host: String) -> String {

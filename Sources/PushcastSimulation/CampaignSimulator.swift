@@ -45,11 +45,24 @@ public enum CampaignSimulator {
     /// invariants catch it).
     public typealias WorkloadWrapper = @Sendable (any CampaignWorkload) -> any CampaignWorkload
 
+    /// APNs's server rules, checking headers and payload; the simulated lanes send no provider token.
+    public static func simulatedAPNs() -> any ProviderResponder { APNsResponder(authentication: .headersOnly) }
+
+    /// FCM's server rules for the simulated lanes' project; their bearer comes from a token source
+    /// of their own, so none is checked.
+    public static func simulatedFCM() -> any ProviderResponder {
+        var rules = FCMServerRules()
+        rules.requiresBearer = false
+        return FCMResponder(rules: rules, setup: FCMServerSetup(projectID: simulatedProject, verifiers: []))
+    }
+
+    static let simulatedProject = "sim"
+
     public static func run(_ scenario: SimulationScenario, wrap: WorkloadWrapper? = nil) -> SimulationReport {
         var report = SimulationReport(seed: scenario.seed)
         let servers: [ProviderID: SimulatedServer] = [
-            .apns: SimulatedServer(provider: APNsSimulatedAnswers(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
-            .fcm: SimulatedServer(provider: FCMSimulatedAnswers(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
+            .apns: SimulatedServer(responder: simulatedAPNs(), model: scenario.faults[.apns]!, seed: scenario.seed &+ 1),
+            .fcm: SimulatedServer(responder: simulatedFCM(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
         ]
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
             + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
@@ -228,7 +241,7 @@ public enum CampaignSimulator {
                                 workers: scenario.workers[.apns]!, policy: policy) { APNsAdapter(settings: apnsSettings) }
         var fcmPolicy = policy
         fcmPolicy.limiter = scenario.fcmRatePerSecond.map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: 0) }
-        let fcmSettings = FCMSendSettings(authority: "fcm.sim.google", project: "sim", tokens: tokens)
+        let fcmSettings = FCMSendSettings(authority: "fcm.sim.google", project: simulatedProject, tokens: tokens)
         let fcm = ProviderLane(provider: .fcm, client: client("fcm.sim.google"), connections: scenario.connections[.fcm]!,
                                workers: scenario.workers[.fcm]!, policy: fcmPolicy) { FCMAdapter(settings: fcmSettings) }
         guard let wrap else { return [apns, fcm] }

@@ -27,6 +27,13 @@ public struct FaultModel: Sendable, CustomStringConvertible {
     /// claims it was not. The client must never send it again.
     public var cutRefuse = 0.0
     public var cutGoAway = 0.0
+    /// `mock --misbehave`'s hostile answers, after the stream is processed: a body that never
+    /// ends (`hugeBody`), a 128 KiB header block (`hugeHeaders`), or the answer after a burst of
+    /// PINGs (`pingFlood`). The client must give up on the first two within its limits, not know
+    /// whether the device got the push, and never send it again.
+    public var hugeBody = 0.0
+    public var hugeHeaders = 0.0
+    public var pingFlood = 0.0
     /// The whole server goes down for `outageNanoseconds` (every connection dies, connects fail).
     public var outage = 0.0
     public var outageNanoseconds: UInt64 = 2_000_000_000
@@ -56,6 +63,9 @@ public struct FaultModel: Sendable, CustomStringConvertible {
         // crashes and timings as they were.
         model.cutRefuse = model.refuse / 40
         model.cutGoAway = model.goAway / 5
+        model.hugeBody = model.reset / 8
+        model.hugeHeaders = model.reset / 8
+        model.pingFlood = model.drop / 2
         return model
     }
 
@@ -64,6 +74,7 @@ public struct FaultModel: Sendable, CustomStringConvertible {
         return "refuse \(p(refuse)) reset \(p(reset)) 429 \(p(status429)) 503 \(p(status503)) 500 \(p(status500)) "
             + "silent \(p(silent)) goaway \(p(goAway)) drop \(p(drop)) outage \(p(outage)) dead \(p(deadTokens)) "
             + "cut-refuse \(p(cutRefuse)) cut-goaway \(p(cutGoAway)) "
+            + "huge-body \(p(hugeBody)) huge-headers \(p(hugeHeaders)) ping-flood \(p(pingFlood)) "
             + "jitter \(latencyJitterNanoseconds / 1_000_000) ms"
     }
 }
@@ -81,16 +92,21 @@ enum StreamFate {
     case answerThenOutage
     case statusThenRefused
     case statusThenGoAwayZero
+    case answerHugeBody
+    case answerHugeHeaders
+    case pingsThenAnswer
 }
 
 /// The simulated server side of one provider: the fate of each stream, and the ledger of what
 /// really reached devices (the truth the simulator's invariants are checked against). Every
 /// connection of every worker of the lane talks to it; it survives a simulated crash of the
-/// pushcast process, as a real provider would.
+/// pushcast process, as a real provider would. What it answers is the provider's responder's,
+/// the same `pushcast mock` answers with; the seed decides which device is gone and every fault.
 public final class SimulatedServer {
     public let model: FaultModel
-    let provider: SimulatedProvider
+    let responder: any ProviderResponder
     let random: SplitMix64
+    private let once = FirstTimeSet()
     /// Pushes that reached the device, per token.
     public private(set) var deliveries: [String: Int] = [:]
     /// Requests that arrived, per token.
@@ -106,8 +122,8 @@ public final class SimulatedServer {
     var tls: TLSContext?
     public private(set) var outages = 0
 
-    public init(provider: SimulatedProvider, model: FaultModel, seed: UInt64) {
-        self.provider = provider
+    public init(responder: any ProviderResponder, model: FaultModel, seed: UInt64) {
+        self.responder = responder
         self.model = model
         random = SplitMix64(seed: seed)
     }
@@ -133,6 +149,7 @@ public final class SimulatedServer {
             (model.status500, .status(500)), (model.silent, .silent), (model.goAway, .answerThenGoAway),
             (model.drop, .answerThenDrop), (model.outage, .answerThenOutage),
             (model.cutRefuse, .statusThenRefused), (model.cutGoAway, .statusThenGoAwayZero),
+            (model.hugeBody, .answerHugeBody), (model.hugeHeaders, .answerHugeHeaders), (model.pingFlood, .pingsThenAnswer),
         ]
         for (rate, fate) in table {
             edge += rate
@@ -141,18 +158,36 @@ public final class SimulatedServer {
         return (.answer, latency)
     }
 
-    /// The server processes the notification: a live token gets the push (counted), a dead one
-    /// the provider's "unregistered" answer.
-    func process(token: String) -> HTTP2Response {
-        if isDead(token) { return provider.unregistered() }
-        deliveries[token, default: 0] += 1
-        return provider.accepted(random)
+    /// The wall time the provider's answers carry: a fixed epoch plus the virtual clock.
+    static let epochMilliseconds: Int64 = 1_767_225_600_000
+
+    /// What the provider's responder needs for one request: the virtual wall time, the seed's
+    /// draws, and the device's fate, which the seed decided (`isDead`).
+    private func context(token: String) -> ProviderRequestContext {
+        let network = network
+        return ProviderRequestContext(wallMilliseconds: { Self.epochMilliseconds + Int64((network?.now ?? 0) / 1_000_000) },
+                                      random: random, once: once, device: isDead(token) ? .unregistered : .registered)
+    }
+
+    /// The server processes the notification through the provider's rules: a live token the rules
+    /// accept gets the push (counted), a dead one the provider's "unregistered" answer.
+    func process(_ request: HTTP2ServerRequest, token: String) -> HTTP2Response {
+        let answer = responder.respond(to: request, context: context(token: token))
+        if answer.kind == .accepted { deliveries[token, default: 0] += 1 }
+        return HTTP2Response(status: answer.status, headers: answer.allHeaders, body: answer.body)
+    }
+
+    /// The provider's answer to a 429, 500 or 503 the seed chose instead of processing.
+    func transient(status: Int, to request: HTTP2ServerRequest, token: String) -> HTTP2Response {
+        let fault: ProviderServerFault = status == 429 ? .throttled(retryAfterSeconds: 1, scope: .device) : .serverError(status: status)
+        let answer = responder.answer(fault, to: request, context: context(token: token))
+        return HTTP2Response(status: answer.status, headers: answer.allHeaders, body: answer.body)
     }
 
     /// A stream whose end the client will not see (reset, lost, timed out): whether the server
     /// had processed it is a coin toss.
-    func maybeProcess(token: String) {
-        if random.next(below: 2) == 0 { _ = process(token: token) }
+    func maybeProcess(_ request: HTTP2ServerRequest, token: String) {
+        if random.next(below: 2) == 0 { _ = process(request, token: token) }
     }
 
     func startOutage(at now: UInt64, lasting: UInt64? = nil) {

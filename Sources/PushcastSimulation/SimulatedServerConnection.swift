@@ -1,4 +1,5 @@
 import PushcastCore
+import PushcastTransport
 import PushcastWire
 import Synchronization
 
@@ -12,12 +13,14 @@ final class SimulatedServerConnection {
     private let network: SimulatedNetwork
     private let channel: ServerConnection
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
-    /// Streams whose answer is not yet due, by id: their tokens.
-    private var pending: [Int32: String] = [:]
+    /// A request the server holds, and the token it is addressed to.
+    private typealias Held = (request: HTTP2ServerRequest, token: String)
+    /// Streams whose answer is not yet due, by id.
+    private var pending: [Int32: Held] = [:]
     /// Streams the server never answers, by id: whether it processed one is a coin toss made when
     /// the client gives up on it (its deadline, or the connection's end). A GOAWAY below one says
     /// it was not processed, and then it was not.
-    private var silent: [Int32: String] = [:]
+    private var silent: [Int32: Held] = [:]
     /// The client went away (its answers go nowhere) or the connection broke.
     private var peerGone = false
 
@@ -55,7 +58,7 @@ final class SimulatedServerConnection {
         channel.session.takeEvents { event in
             switch event {
             case .request(let request): arrived(request)
-            case .streamCancelled(let id): if let token = silent.removeValue(forKey: id) { server.maybeProcess(token: token) }
+            case .streamCancelled(let id): if let held = silent.removeValue(forKey: id) { server.maybeProcess(held.request, token: held.token) }
             case .closed: closed = true
             }
         }
@@ -68,39 +71,39 @@ final class SimulatedServerConnection {
 
     private func arrived(_ request: HTTP2ServerRequest) {
         let id = request.streamID
-        let token = server.provider.token(path: request.path, body: request.body)
+        let token = server.responder.token(of: request)
         let (fate, latency) = server.arrive(token: token)
         if case .silent = fate {
-            silent[id] = token
+            silent[id] = (request, token)
             return
         }
-        pending[id] = token
+        pending[id] = (request, token)
         network.schedule(at: network.now + latency) { [self] in act(id, fate) }
     }
 
     /// A stream's answer falls due: the server carries out its fate.
     private func act(_ id: Int32, _ fate: StreamFate) {
-        guard let token = pending.removeValue(forKey: id) else { return }
+        guard let (request, token) = pending.removeValue(forKey: id) else { return }
         let session = channel.session
         func answer(_ response: HTTP2Response) {
             session.respond(streamID: id, status: response.status, headers: response.headers, body: response.body)
         }
         switch fate {
-        case .answer: answer(server.process(token: token))
-        case .status(let status): answer(server.provider.transient(status: status))
+        case .answer: answer(server.process(request, token: token))
+        case .status(let status): answer(server.transient(status: status, to: request, token: token))
         case .refused: session.refuse(streamID: id)
         case .reset:
-            server.maybeProcess(token: token)
+            server.maybeProcess(request, token: token)
             session.reset(streamID: id, errorCode: HTTP2ServerSession.internalErrorCode)
         case .silent: break
         case .answerThenGoAway:
-            answer(server.process(token: token))
+            answer(server.process(request, token: token))
             session.goAway(lastStreamID: id, errorCode: HTTP2ServerSession.noErrorCode, debugData: "simulated")
             // Streams above the last one were not processed, and never will be.
             for later in pending.keys.sorted() where later > id { pending[later] = nil }
             for later in silent.keys.sorted() where later > id { silent[later] = nil }
         case .answerThenDrop, .answerThenOutage:
-            answer(server.process(token: token))
+            answer(server.process(request, token: token))
             flush()
             if case .answerThenOutage = fate {
                 server.startOutage(at: network.now)
@@ -110,14 +113,23 @@ final class SimulatedServerConnection {
             }
             return
         case .statusThenRefused:
-            _ = server.process(token: token)
+            _ = server.process(request, token: token)
             session.sendStatusOnly(streamID: id, status: 200, thenReset: HTTP2ServerSession.refusedStreamErrorCode)
         case .statusThenGoAwayZero:
-            _ = server.process(token: token)
+            _ = server.process(request, token: token)
             session.sendStatusOnly(streamID: id, status: 200, thenReset: nil)
             session.goAwayZeroAfterStatus(errorCode: HTTP2ServerSession.noErrorCode, debugData: "simulated")
             pending.removeAll()
             silent.removeAll()
+        case .answerHugeBody:
+            let response = server.process(request, token: token)
+            session.respond(streamID: id, status: response.status, headers: response.headers, repeatingBodyForever: ServerMisbehavior.hugeBodyChunk)
+        case .answerHugeHeaders:
+            let response = server.process(request, token: token)
+            session.respond(streamID: id, status: response.status, headers: response.headers + ServerMisbehavior.hugeHeaderList, body: response.body)
+        case .pingsThenAnswer:
+            session.floodPings(ServerMisbehavior.pingFloodCount)
+            answer(server.process(request, token: token))
         }
         flush()
     }
@@ -135,7 +147,7 @@ final class SimulatedServerConnection {
     /// have been processed.
     func lost() {
         peerGone = true
-        for id in pending.keys.sorted() { server.maybeProcess(token: pending[id]!) }
+        for id in pending.keys.sorted() { server.maybeProcess(pending[id]!.request, token: pending[id]!.token) }
         pending.removeAll()
         settleSilent()
     }
@@ -147,7 +159,7 @@ final class SimulatedServerConnection {
     }
 
     private func settleSilent() {
-        for id in silent.keys.sorted() { server.maybeProcess(token: silent[id]!) }
+        for id in silent.keys.sorted() { server.maybeProcess(silent[id]!.request, token: silent[id]!.token) }
         silent.removeAll()
     }
 }

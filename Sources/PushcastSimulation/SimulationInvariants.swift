@@ -61,7 +61,7 @@ struct SimulationInvariants {
         }
         for row in scenario.rows where row.kind == .duplicate {
             if let server = servers.values.first(where: { ($0.deliveries[row.token] ?? 0) > 1 }) {
-                found.append("repeated token \(row.token.prefix(12))… reached the \(server.provider.provider.rawValue) device twice")
+                found.append("repeated token \(row.token.prefix(12))… reached the \(server.responder.provider.rawValue) device twice")
             }
         }
     }

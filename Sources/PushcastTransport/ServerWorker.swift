@@ -130,15 +130,15 @@ public enum ServerMisbehavior: String, Sendable, CaseIterable {
     }
 
     /// huge-body: the chunk repeated forever.
-    static let hugeBodyChunk = [UInt8](repeating: UInt8(ascii: "x"), count: 16 * 1024)
+    public static let hugeBodyChunk = [UInt8](repeating: UInt8(ascii: "x"), count: 16 * 1024)
     /// huge-headers: 8 headers of 16 KiB (under nghttp2's 64 KiB limit on one field).
-    static let hugeHeaderCount = 8
-    static let hugeHeaderValueBytes = 16 * 1024
-    static let hugeHeaderList: [HTTP2Header] = (0..<hugeHeaderCount).map {
+    public static let hugeHeaderCount = 8
+    public static let hugeHeaderValueBytes = 16 * 1024
+    public static let hugeHeaderList: [HTTP2Header] = (0..<hugeHeaderCount).map {
         HTTP2Header("x-hostile-\($0)", String(repeating: "h", count: hugeHeaderValueBytes))
     }
     /// ping-flood: PINGs per request (nghttp2 drops a peer after 1,000 unacknowledged).
-    static let pingFloodCount = 2_000
+    public static let pingFloodCount = 2_000
     /// trickle: one byte per half second per connection.
     public static let trickleIntervalNanoseconds: UInt64 = 500_000_000
 }

@@ -186,3 +186,35 @@ final class ClientWorkerMutationTests: XCTestCase {
         }
     }
 }
+
+/// `mock --misbehave`'s hostile answers in the simulator: a body that never ends, a 128 KiB
+/// header block, a PING burst before the answer. The server processed each of those streams, so
+/// the device got the push; the client gives up on the oversized answers within its limits,
+/// records them unknown, and never sends them again (the invariants check it).
+final class SimulatedHostileAnswerTests: XCTestCase {
+    func testOversizedAnswersAreUnknownAndNeverResent() {
+        var scenario = SimulationScenario(seed: 31)
+        scenario.rows = SimulatedRow.make(count: 400, random: SplitMix64(seed: 31))
+        var hostile = FaultModel()
+        hostile.deadTokens = 0.05
+        hostile.hugeBody = 0.05
+        hostile.hugeHeaders = 0.05
+        hostile.pingFlood = 0.02
+        scenario.faults = [.apns: hostile, .fcm: hostile]
+        scenario.crashes = []
+        let report = CampaignSimulator.run(scenario)
+        XCTAssertEqual(report.violations, [], "\(report)")
+        XCTAssertGreaterThan(report.outcomes[.unknown] ?? 0, 0, "\(report)")
+        XCTAssertGreaterThan(report.outcomes[.delivered] ?? 0, 0, "\(report)")
+        XCTAssertGreaterThan(report.outcomes[.pruned] ?? 0, 0, "\(report)")
+
+        var calm = scenario
+        var quiet = FaultModel()
+        quiet.deadTokens = 0.05
+        calm.faults = [.apns: quiet, .fcm: quiet]
+        let calmReport = CampaignSimulator.run(calm)
+        XCTAssertEqual(calmReport.violations, [])
+        // The seed's network loses a few streams either way; the oversized answers add their own.
+        XCTAssertGreaterThan(report.outcomes[.unknown] ?? 0, (calmReport.outcomes[.unknown] ?? 0) + 10, "\(report)\n\(calmReport)")
+    }
+}

@@ -81,14 +81,27 @@ final class StubAdapter: ProviderAdapter {
     func credentialRejected(generation: UInt64) -> CredentialDecision { .stop("the stub has no credentials") }
 }
 
-final class SimulatedStub: SimulatedProvider {
+/// The stub's server side: `POST /v1/push/<token>`, 200 with a `stub-ref`, 410 for a device
+/// the server says is gone, 405 / 404 for another method or path; faults as bare statuses.
+final class StubResponder: ProviderResponder {
     var provider: ProviderID { .stub }
-    func token(path: String, body: [UInt8]) -> String { String(path.split(separator: "/").last ?? "") }
-    func accepted(_ random: SplitMix64) -> HTTP2Response {
-        HTTP2Response(status: 200, headers: [HTTP2Header("stub-ref", "ref-\(random.next() % 1_000_000)")])
+    var streamsBeforeCredentials: Int? { nil }
+    func respond(to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        guard request.method(is: "POST") else { return ProviderServerAnswer(status: 405, kind: .refused) }
+        guard request.path.hasPrefix("/v1/push/"), !token(of: request).isEmpty else { return ProviderServerAnswer(status: 404, kind: .refused) }
+        if context.device == .unregistered { return ProviderServerAnswer(status: 410, kind: .deviceGone, reason: "Gone") }
+        return ProviderServerAnswer(status: 200, kind: .accepted, headers: [HTTP2Header("stub-ref", "ref-\(context.random.next() % 1_000_000)")])
     }
-    func unregistered() -> HTTP2Response { HTTP2Response(status: 410) }
-    func transient(status: Int) -> HTTP2Response { HTTP2Response(status: status) }
+    func answer(_ fault: ProviderServerFault, to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        switch fault {
+        case .throttled: return ProviderServerAnswer(status: 429, kind: .busy)
+        case .serverError(let status): return ProviderServerAnswer(status: status, kind: .busy)
+        }
+    }
+    func token(of request: HTTP2ServerRequest) -> String {
+        request.path.hasPrefix("/v1/push/") ? String(request.path.dropFirst(9)) : ""
+    }
+    func logMembers(_ request: HTTP2ServerRequest, _ answer: ProviderServerAnswer) -> String { #""status":\#(answer.status)"# }
 }
 
 final class StubProviderTests: XCTestCase {
@@ -154,10 +167,10 @@ final class StubProviderTests: XCTestCase {
         faults.status503 = 0.1
         faults.refuse = 0.05
         faults.deadTokens = 0.1
-        let stubServer = SimulatedServer(provider: SimulatedStub(), model: faults, seed: 7)
+        let stubServer = SimulatedServer(responder: StubResponder(), model: faults, seed: 7)
         var calm = FaultModel()
         calm.deadTokens = 0
-        let apnsServer = SimulatedServer(provider: APNsSimulatedAnswers(), model: calm, seed: 8)
+        let apnsServer = SimulatedServer(responder: CampaignSimulator.simulatedAPNs(), model: calm, seed: 8)
         let sink = RecordingSink()
         let (summary, cutShort) = CampaignSimulator.run(try makeRun(csv, rows: rows, stubFaults: faults),
                                                         servers: [.apns: apnsServer, .stub: stubServer], clock: ManualClock(), seed: 1, sink: sink)

@@ -1,62 +1,27 @@
-// The mock's per-request rules on their byte-level fast path: device-token shape, outcomes by
-// token prefix, apns-id echo or generation, and the status counters.
+// The mock's worker responder around a provider's responder (APNs's here): the answers reach the
+// wire (inline apns-id or ordinary headers), the status counters, the faults it adds, and
+// `GET /stats`. The provider's rules themselves are tested in PushcastAPNsTests and PushcastFCMTests.
 
+import PushcastAPNs
 import PushcastCore
 @testable import PushcastMock
+import PushcastProviderKit
 @testable import PushcastTransport
 import PushcastWire
 import XCTest
 
 final class MockResponderTests: XCTestCase {
-    private func isToken(_ text: String) -> Bool {
-        Array(text.utf8).withUnsafeBytes { MockAPNsRules.isDeviceToken($0) }
-    }
-
-    func testDeviceTokenShape() {
-        let valid = String(repeating: "0123456789abcdefABCDEF", count: 4).prefix(64)
-        XCTAssertTrue(isToken(String(valid)))
-        XCTAssertTrue(isToken(String(repeating: "a1", count: 100)))          // 200 digits
-        XCTAssertFalse(isToken(String(repeating: "a1", count: 31)))          // 62
-        XCTAssertFalse(isToken(String(repeating: "a1", count: 101)))         // 202
-        XCTAssertFalse(isToken(String(repeating: "a", count: 65)))           // odd
-        // Every non-hex byte, at every position of a word and of the tail.
-        let base = Array(repeating: UInt8(ascii: "f"), count: 66)
-        for byte in 0...255 where !(48...57).contains(byte) && !(97...102).contains(byte) && !(65...70).contains(byte) {
-            for position in [0, 3, 7, 8, 31, 63, 64, 65] {
-                var token = base
-                token[position] = UInt8(byte)
-                XCTAssertFalse(token.withUnsafeBytes { MockAPNsRules.isDeviceToken($0) }, "byte \(byte) at \(position)")
-            }
-        }
-    }
-
-    func testRandomUUIDsAreCanonicalVersion4() {
-        let random = SplitMix64(seed: 42)
-        var seen = Set<String>()
-        for _ in 0..<1000 {
-            let id = MockResponder.randomUUID(random)
-            let bytes = Array(id.utf8)
-            XCTAssertEqual(bytes.count, 36)
-            for (i, b) in bytes.enumerated() {
-                if [8, 13, 18, 23].contains(i) {
-                    XCTAssertEqual(b, UInt8(ascii: "-"), id)
-                } else {
-                    XCTAssertTrue((48...57).contains(b) || (97...102).contains(b), id)
-                }
-            }
-            XCTAssertEqual(bytes[14], UInt8(ascii: "4"), id)
-            XCTAssertTrue(Array("89ab".utf8).contains(bytes[19]), id)
-            seen.insert(id)
-        }
-        XCTAssertEqual(seen.count, 1000)
+    /// A worker of the first listener answering as `provider`.
+    static func responder(_ provider: any ProviderResponder, behavior: MockBehavior = MockBehavior(),
+                          board: MockStatisticsBoard) -> MockResponder {
+        let shared = MockListenerShared(provider: provider, listener: .first, board: board, once: FirstTimeSet(), rateLimiter: nil,
+                                        quota: nil, retryAfterSeconds: 1, log: nil, wallMilliseconds: { 1_800_000_000_000 })
+        return MockResponder(behavior: behavior, shared: shared, slot: 0, workerIndex: 0, streamsMax: 100)
     }
 
     func testAnswersByTokenPrefixAndApnsID() throws {
         let board = MockStatisticsBoard(workers: 1)
-        var behavior = MockBehavior()
-        behavior.authentication = .none
-        let responder = MockResponder(behavior: behavior, board: board, workerIndex: 0, shared: MockSharedState(),
-                                      rateLimiter: nil, log: nil, streamsMax: 100)
+        let responder = Self.responder(APNsResponder(authentication: .none), board: board)
         let control = ServerConnectionControl(id: 1, session: try HTTP2ServerSession(limits: .init()))
         func answer(_ path: String, method: String = "POST", headers: [HTTP2Header] = []) -> (Int, String?, String) {
             let request = HTTP2ServerRequest(streamID: 1, method: method, path: path, authority: "localhost", headers: headers, body: [])
@@ -96,5 +61,32 @@ final class MockResponderTests: XCTestCase {
         let stats = answer("/stats", method: "GET")
         XCTAssertEqual(stats.0, 200)
         XCTAssertTrue(stats.2.contains("\"requests\":11"), stats.2)
+    }
+
+    func testTheErrorRateAnswersInTheProvidersWordsAndCounts() throws {
+        let board = MockStatisticsBoard(workers: 1)
+        var behavior = MockBehavior()
+        behavior.errorRate = 1
+        behavior.errorStatus = 500
+        let responder = Self.responder(APNsResponder(authentication: .none), behavior: behavior, board: board)
+        let control = ServerConnectionControl(id: 1, session: try HTTP2ServerSession(limits: .init()))
+        let token = String(repeating: "a1", count: 32)
+        for path in ["/3/device/" + token, "/3/device/bad0" + token.dropFirst(4)] {
+            let request = HTTP2ServerRequest(streamID: 1, method: "POST", path: path, authority: "localhost",
+                                             headers: [HTTP2Header("apns-id", "echo-me")], body: [])
+            guard case .respondInline(let status, let header, let body, _) = responder.handle(request, on: control) else {
+                return XCTFail("an APNs answer goes out with its apns-id inline")
+            }
+            XCTAssertEqual(header?.value, "echo-me")
+            if path.contains("bad0") {
+                XCTAssertEqual(status, 400, "only accepted requests are turned into faults")
+            } else {
+                XCTAssertEqual(status, 500)
+                XCTAssertEqual(String(decoding: body, as: UTF8.self), #"{"reason":"InternalServerError"}"#)
+            }
+        }
+        responder.turnEnded()
+        XCTAssertEqual(board.total().statusCounts, [500: 1, 400: 1])
+        XCTAssertEqual(board.total().delivered, 0)
     }
 }

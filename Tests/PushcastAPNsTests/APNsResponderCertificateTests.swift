@@ -1,38 +1,31 @@
-// The mock's certificate-auth rules (`pushcast mock --client-ca`), request by request: the topic
+// APNs's certificate-auth rules (`pushcast mock --client-ca`), request by request: the topic
 // and environment come from the connection's client certificate, no provider token is checked,
 // and a certificate that did not verify is answered 403 BadCertificate. The TLS side (what
 // certificate a connection carries) is tested in PushcastWireTests; end to end in EndToEndTests.
 
+@testable import PushcastAPNs
 import PushcastCore
-@testable import PushcastMock
-@testable import PushcastTransport
+import PushcastProviderKit
 import PushcastWire
 import XCTest
 
-final class MockCertificateAuthTests: XCTestCase {
+final class APNsResponderCertificateTests: XCTestCase {
     private static let token = String(repeating: "a1", count: 32)
     private static let payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
 
     /// A certificate connection's answer to one POST, from a responder for `environment`.
     private func answer(
-        _ certificate: TLSClientCertificate?, environment: MockAPNsEnvironment = .production, headers: [HTTP2Header] = [],
+        _ certificate: TLSClientCertificate?, environment: APNsServerEnvironment = .production, headers: [HTTP2Header] = [],
         body: [UInt8] = payload
     ) throws -> (status: Int, reason: String) {
-        var behavior = MockBehavior()
-        behavior.authentication = .certificate(environment)
-        let responder = MockResponder(behavior: behavior, board: MockStatisticsBoard(workers: 1), workerIndex: 0,
-                                      shared: MockSharedState(), rateLimiter: nil, log: nil, streamsMax: 100)
-        let control = ServerConnectionControl(id: 1, session: try HTTP2ServerSession(limits: .init()))
-        control.clientCertificate = certificate
-        responder.connectionOpened(control)
+        let responder = APNsResponder(authentication: .certificate(environment))
+        XCTAssertNil(responder.streamsBeforeCredentials)
+        var context = APNsResponderTests.context()
+        context.clientCertificate = certificate
         let request = HTTP2ServerRequest(streamID: 1, method: "POST", path: "/3/device/" + Self.token, authority: "localhost",
                                          headers: headers, body: body)
-        switch responder.handle(request, on: control) {
-        case .respondInline(let status, _, let body, _), .respond(let status, _, let body, _):
-            return (status, String(decoding: body, as: UTF8.self))
-        case .refuse:
-            return (0, "refused")
-        }
+        let answer = responder.respond(to: request, context: context)
+        return (answer.status, String(decoding: answer.body, as: UTF8.self))
     }
 
     private func push(_ uid: String?, _ commonName: String = "Apple Push Services: x", error: String? = nil) -> TLSClientCertificate {
@@ -70,7 +63,7 @@ final class MockCertificateAuthTests: XCTestCase {
         XCTAssertEqual(try answer(development, environment: .sandbox).status, 200)
         XCTAssertEqual(try answer(production, environment: .production).status, 200)
         XCTAssertEqual(try answer(production, environment: .sandbox).reason, #"{"reason":"BadCertificateEnvironment"}"#)
-        for environment in MockAPNsEnvironment.allCases {
+        for environment in APNsServerEnvironment.allCases {
             XCTAssertEqual(try answer(universal, environment: environment).status, 200, "\(environment)")
         }
     }

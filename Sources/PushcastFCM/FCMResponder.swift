@@ -1,106 +1,103 @@
-// The FCM HTTP v1 side of the mock (docs/PROTOCOL.md §2), on a port of its own with FCM's
-// SETTINGS (100 concurrent streams). It plays both Google services a sender talks to:
+// FCM HTTP v1's server side (docs/PROTOCOL.md §2), for `pushcast mock` and the simulator. It
+// plays both Google services a sender talks to:
 // - the OAuth2 token endpoint, `POST /token`: a form body with a service account's RS256
 //   assertion, checked with `OAuthAssertionVerifier`; answers an opaque access token or Google's
 //   `{"error":"invalid_grant",…}`;
 // - FCM, `POST /v1/projects/{project}/messages:send`: bearer token, project, content type, body
-//   shape (exactly one target, string-only `data`, 4096 payload bytes), then outcomes by token
-//   prefix. Errors use Google's envelope with an FcmError detail, as §2.3 shows.
+//   shape (exactly one target, string-only `data`, 4096 payload bytes), then the device's outcome:
+//   the server's, or by token prefix. Errors use Google's envelope with an FcmError detail, as
+//   §2.3 shows.
 // Unknown paths get the HTML 404 page Google's front end serves, so clients meet a non-JSON body.
 
 import PushcastCore
-import PushcastFCM
 import PushcastJSON
-import PushcastSystem
+import PushcastProviderKit
 import PushcastWire
 import Synchronization
 
-/// Where the mock's FCM service account comes from.
-public enum MockFCMCredentials: Sendable {
-    /// A fresh one, written (0600) as `fcm-service-account.json` into this directory once the port
-    /// is known, since its `token_uri` names the mock's token endpoint.
-    case generated(directory: String)
-    /// An existing service-account file; the mock verifies assertions with its key's public half
-    /// and accepts `aud` equal to either the advertised token URI or the file's `token_uri`.
-    case serviceAccount(path: String)
+/// What an FCM server knows once it is set up: the project sends must name, and who may sign
+/// assertions for its token endpoint (one verifier per accepted audience).
+public struct FCMServerSetup: Sendable {
+    public let projectID: String
+    public let sendPath: String
+    public let verifiers: [OAuthAssertionVerifier]
+
+    public init(projectID: String, verifiers: [OAuthAssertionVerifier]) {
+        self.projectID = projectID
+        sendPath = FCMProvider.sendPath(project: projectID)
+        self.verifiers = verifiers
+    }
 }
 
-public struct MockFCMConfiguration: Sendable {
-    /// 0 picks a free port.
-    public var port: UInt16 = 0
-    /// SETTINGS_MAX_CONCURRENT_STREAMS on FCM connections (FCM advertises 100, §2.8).
-    public var streamsPerConnectionMax = 100
-    public var credentials: MockFCMCredentials
-    /// The project sends must name; nil: the service account's, or `pushcast-demo` when generated.
-    public var projectID: String? = nil
-    /// `client_email` of a generated service account.
-    public var clientEmail = "pushcast-mock@pushcast-demo.iam.gserviceaccount.com"
+/// How an FCM server behaves.
+public struct FCMServerRules: Sendable {
+    /// Sends must carry a bearer the token endpoint issued (off for `mock --auth none` and the
+    /// simulator, whose clients bring their own).
+    public var requiresBearer = true
     /// `expires_in` of issued access tokens; an older bearer gets 401 UNAUTHENTICATED.
     public var tokenTTLSeconds = 3600
-    /// `retry-after` of the `4290` prefix's 429.
+    /// `retry-after` of the `4290` and `4291` prefixes' 429s.
     public var retryAfterSeconds = 1
-    /// `--fcm-quota N/min`: the project quota, messages per rolling minute; nil: none.
-    public var quotaPerMinute: Int? = nil
-    /// Sends must carry a bearer the token endpoint issued (off with `mock --auth none`).
-    public var requiresBearer = true
-    /// Wall time in milliseconds since the epoch: token expiry and assertion times. Tests inject
-    /// their own.
-    public var wallMilliseconds: @Sendable () -> Int64 = { Int64(SystemClock.wallClockSeconds() * 1000) }
 
-    public init(credentials: MockFCMCredentials) { self.credentials = credentials }
-
-    /// The largest send body the FCM listener reads (bigger ones reset the stream); well above the
-    /// 4096-byte payload limit so that an oversized message gets FCM's 400, not a reset.
-    static let requestBodyBytesMax = 64 * 1024
+    public init() {}
 }
 
-/// What the mock tells clients about its FCM side.
-public struct MockFCMEndpoint: Sendable, Equatable {
-    public let port: UInt16
-    /// `https://HOST:PORT`
-    public let endpoint: String
-    /// `https://HOST:PORT/token`
-    public let tokenURI: String
-    /// The service-account file a client signs with.
-    public let credentialsPath: String
-    public let projectID: String
-
-    /// The stdout line: `FCM_ENDPOINT=https://127.0.0.1:PORT FCM_CREDENTIALS=/path/fcm-service-account.json FCM_TOKEN_URI=https://127.0.0.1:PORT/token`.
-    public var announcement: String {
-        "FCM_ENDPOINT=\(endpoint) FCM_CREDENTIALS=\(credentialsPath) FCM_TOKEN_URI=\(tokenURI)"
-    }
-}
-
-/// What the FCM workers need that is known only once the port is bound (the token URI is the
-/// assertions' audience). Until it is set, requests get 503.
-struct MockFCMSetup: Sendable {
-    let projectID: String
-    let sendPath: String
-    /// One per accepted audience.
-    let verifiers: [OAuthAssertionVerifier]
-}
-
-/// State every FCM worker shares: the setup, and the access tokens issued (token → expiry, ms).
-/// Bounded: past `tokensMax` the expired ones are dropped, then the oldest.
-final class MockFCMShared: Sendable {
-    static let tokensMax = 65_536
-    let configuration: MockFCMConfiguration
-    let failOnce: MockSharedState
-    let quota: MockProjectQuota?
-    private let setupState = Mutex<MockFCMSetup?>(nil)
+/// FCM's server side: the token endpoint and sends. Until `install` gives it its setup (the mock
+/// knows its token URI only once its port is bound), every request gets 503. Shared by every
+/// worker: the setup and the access tokens issued (token → expiry, ms) are locked. Bounded: past
+/// `tokensMax` the expired tokens are dropped, then the oldest.
+public final class FCMResponder: ProviderResponder {
+    public static let tokensMax = 65_536
+    public let rules: FCMServerRules
+    private let setupState: Mutex<FCMServerSetup?>
     private let tokens = Mutex<[String: Int64]>([:])
 
-    init(configuration: MockFCMConfiguration, failOnce: MockSharedState) {
-        self.configuration = configuration
-        self.failOnce = failOnce
-        quota = configuration.quotaPerMinute.map(MockProjectQuota.init(perMinute:))
+    public init(rules: FCMServerRules, setup: FCMServerSetup? = nil) {
+        self.rules = rules
+        setupState = Mutex(setup)
     }
 
-    var setup: MockFCMSetup? {
-        get { setupState.withLock { $0 } }
+    public var provider: ProviderID { .fcm }
+    public var streamsBeforeCredentials: Int? { nil }
+
+    public var setup: FCMServerSetup? { setupState.withLock { $0 } }
+
+    public func install(_ setup: FCMServerSetup) { setupState.withLock { $0 = setup } }
+
+    public func respond(to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        guard let setup else { return FCMAnswer.notReady.providerAnswer(token: nil, issued: request.path == "/token" ? false : nil) }
+        if request.path == "/token" {
+            let (answer, issued) = FCMTokenEndpoint(responder: self).evaluate(request, setup: setup, nowMilliseconds: context.wallMilliseconds())
+            return answer.providerAnswer(token: nil, issued: issued)
+        }
+        let (answer, token) = FCMSendRules(responder: self).evaluate(request, setup: setup, context: context)
+        return answer.providerAnswer(token: token, issued: nil)
     }
 
-    func install(_ setup: MockFCMSetup) { setupState.withLock { $0 = setup } }
+    public func answer(_ fault: ProviderServerFault, to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        let answer: FCMAnswer
+        switch fault {
+        case .throttled(let seconds, .provider): answer = .projectQuotaExceeded(retryAfterSeconds: seconds)
+        case .throttled(let seconds, _): answer = .deviceQuotaExceeded(retryAfterSeconds: seconds)
+        case .serverError(500): answer = .googleError(code: 500, status: "INTERNAL", message: "Internal error encountered.", fcmErrorCode: "INTERNAL")
+        case .serverError: answer = .googleError(code: 503, status: "UNAVAILABLE", message: "The service is currently unavailable.", fcmErrorCode: "UNAVAILABLE")
+        }
+        return answer.providerAnswer(token: nil, issued: nil)
+    }
+
+    /// The message's `token`, read as JSON.
+    public func token(of request: HTTP2ServerRequest) -> String {
+        guard case .success(let root) = JSONScanner.parse(request.body) else { return "" }
+        return root["message"]?["token"]?.stringValue ?? ""
+    }
+
+    public func logMembers(_ request: HTTP2ServerRequest, _ answer: ProviderServerAnswer) -> String {
+        var line = "\"path\":" + JSONWriter.quoted(String(request.path.prefix(256)))
+        if let token = answer.token { line += ",\"token\":" + JSONWriter.quoted(token) }
+        line += ",\"status\":\(answer.status)"
+        if let error = answer.reason { line += ",\"error\":" + JSONWriter.quoted(error) }
+        return line
+    }
 
     /// A new random opaque token, valid for the configured TTL from `nowMilliseconds`.
     func issueToken(nowMilliseconds: Int64) -> String {
@@ -112,7 +109,7 @@ final class MockFCMShared: Sendable {
             for shift in stride(from: 60, through: 0, by: -4) { token.append(digits[Int(word >> UInt64(shift) & 15)]) }
         }
         let text = String(decoding: token, as: UTF8.self)
-        let expiry = nowMilliseconds + Int64(configuration.tokenTTLSeconds) * 1000
+        let expiry = nowMilliseconds + Int64(rules.tokenTTLSeconds) * 1000
         tokens.withLock { issued in
             if issued.count >= Self.tokensMax {
                 issued = issued.filter { $0.value > nowMilliseconds }
@@ -132,13 +129,13 @@ final class MockFCMShared: Sendable {
 }
 
 /// A send the rules refuse, carried through the checks as a typed error.
-struct MockFCMRefusal: Error {
-    let answer: MockFCMAnswer
-    init(_ answer: MockFCMAnswer) { self.answer = answer }
+struct FCMRefusal: Error {
+    let answer: FCMAnswer
+    init(_ answer: FCMAnswer) { self.answer = answer }
 }
 
 /// One FCM answer before latency and connection effects.
-struct MockFCMAnswer: Sendable {
+struct FCMAnswer: Sendable {
     var status: Int
     var body: [UInt8]
     /// The FcmError `errorCode`, else the canonical status, of a refusal (logs).
@@ -151,7 +148,7 @@ struct MockFCMAnswer: Sendable {
     /// Google's error envelope (§2.3), with an FcmError detail when `fcmErrorCode` is given and a
     /// BadRequest field violation when `violation` is.
     static func googleError(code: Int, status: String, message: String, fcmErrorCode: String? = nil,
-                            violation: (field: String, description: String)? = nil, projectQuota: Bool = false) -> MockFCMAnswer {
+                            violation: (field: String, description: String)? = nil, projectQuota: Bool = false) -> FCMAnswer {
         var body: [UInt8] = Array(#"{"error":{"code":\#(code),"message":"#.utf8)
         JSONWriter.appendString(message, to: &body)
         body += Array(#","status":"#.utf8)
@@ -176,15 +173,15 @@ struct MockFCMAnswer: Sendable {
         }
         if !details.isEmpty { body += Array(#","details":["#.utf8) + details.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "]")] }
         body += Array("}}".utf8)
-        return MockFCMAnswer(status: code, body: body, error: fcmErrorCode ?? status)
+        return FCMAnswer(status: code, body: body, error: fcmErrorCode ?? status)
     }
 
     static func invalidArgument(_ message: String, fcmErrorCode: String? = "INVALID_ARGUMENT",
-                                violation: (field: String, description: String)? = nil) -> MockFCMAnswer {
+                                violation: (field: String, description: String)? = nil) -> FCMAnswer {
         googleError(code: 400, status: "INVALID_ARGUMENT", message: message, fcmErrorCode: fcmErrorCode, violation: violation)
     }
 
-    static let unauthenticated: MockFCMAnswer = {
+    static let unauthenticated: FCMAnswer = {
         var answer = googleError(
             code: 401, status: "UNAUTHENTICATED",
             message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
@@ -192,18 +189,23 @@ struct MockFCMAnswer: Sendable {
         return answer
     }()
 
-    /// What `--error-rate` and `--rate-limit` inject on the FCM port.
-    static func fault(status: Int, retryAfterSeconds: Int) -> MockFCMAnswer {
+    /// As the provider-neutral answer: `token` the message's, `issued` whether a token-endpoint
+    /// call issued a token.
+    func providerAnswer(token: String?, issued: Bool?) -> ProviderServerAnswer {
+        let kind: ProviderServerAnswer.Kind
         switch status {
-        case 429: return projectQuotaExceeded(retryAfterSeconds: retryAfterSeconds)
-        case 500: return googleError(code: 500, status: "INTERNAL", message: "Internal error encountered.", fcmErrorCode: "INTERNAL")
-        default: return googleError(code: 503, status: "UNAVAILABLE", message: "The service is currently unavailable.", fcmErrorCode: "UNAVAILABLE")
+        case 200: kind = .accepted
+        case 404 where error == "UNREGISTERED": kind = .deviceGone
+        case 401: kind = .credentialsRefused
+        case 429, 500...599: kind = .busy
+        default: kind = .refused
         }
+        return ProviderServerAnswer(status: status, kind: kind, headers: headers, body: body, reason: error, token: token, issuedCredential: issued)
     }
 
     /// One device over its own limits (240 messages a minute, 5,000 an hour): QUOTA_EXCEEDED,
     /// and nothing that names the project's quota.
-    static func deviceQuotaExceeded(retryAfterSeconds: Int) -> MockFCMAnswer {
+    static func deviceQuotaExceeded(retryAfterSeconds: Int) -> FCMAnswer {
         var answer = googleError(code: 429, status: "RESOURCE_EXHAUSTED", message: "Quota exceeded for the device's message rate.",
                                  fcmErrorCode: "QUOTA_EXCEEDED")
         answer.extraHeaders = [HTTP2Header("retry-after", String(retryAfterSeconds))]
@@ -212,7 +214,7 @@ struct MockFCMAnswer: Sendable {
 
     /// The project's quota (600,000 messages a minute), as FCM names it: a `google.rpc.ErrorInfo`
     /// with reason RATE_LIMIT_EXCEEDED and the quota's metric and limit.
-    static func projectQuotaExceeded(retryAfterSeconds: Int) -> MockFCMAnswer {
+    static func projectQuotaExceeded(retryAfterSeconds: Int) -> FCMAnswer {
         var answer = googleError(code: 429, status: "RESOURCE_EXHAUSTED",
                                  message: "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com'.",
                                  fcmErrorCode: "QUOTA_EXCEEDED", projectQuota: true)
@@ -221,32 +223,32 @@ struct MockFCMAnswer: Sendable {
     }
 
     /// Google's front end answers unknown paths with an HTML page.
-    static let notFoundPage = MockFCMAnswer(
+    static let notFoundPage = FCMAnswer(
         status: 404,
         body: Array("<!DOCTYPE html>\n<html lang=en><meta charset=utf-8><title>Error 404 (Not Found)!!1</title><p><b>404.</b> <ins>That’s an error.</ins><p>The requested URL was not found on this server. <ins>That’s all we know.</ins>\n".utf8),
         error: "NOT_FOUND", contentType: "text/html; charset=UTF-8")
 
-    static let notReady = googleError(code: 503, status: "UNAVAILABLE", message: "The mock is still starting.", fcmErrorCode: "UNAVAILABLE")
+    static let notReady = googleError(code: 503, status: "UNAVAILABLE", message: "The server is still starting.", fcmErrorCode: "UNAVAILABLE")
 }
 
 /// The FCM rules for one send, in the order FCM applies them: path, bearer, project, content
 /// type, body shape, payload size (4096 bytes to a token, 2048 to a topic or condition, §2.6);
-/// then the outcomes by token prefix (`dead`, `bad0`, `mism`, `5030`, `4290` a device's quota,
-/// `4291` the project's; case-sensitive, as
-/// FCM tokens are).
-struct MockFCMRules {
+/// then the device's outcome: the server's (`context.device`), else by token prefix (`dead`,
+/// `bad0`, `mism`, `5030`, `4290` a device's quota, `4291` the project's; case-sensitive, as FCM
+/// tokens are).
+struct FCMSendRules {
     static let payloadBytesMax = 4096
     static let sendPrefix = "/v1/projects/"
     static let sendSuffix = "/messages:send"
 
-    let shared: MockFCMShared
+    let responder: FCMResponder
 
     /// The answer, and the message's token (for the log) when the body named one.
-    func evaluate(_ request: HTTP2ServerRequest, setup: MockFCMSetup, nowMilliseconds: Int64) -> (MockFCMAnswer, String?) {
+    func evaluate(_ request: HTTP2ServerRequest, setup: FCMServerSetup, context: ProviderRequestContext) -> (FCMAnswer, String?) {
         let path = request.path
         guard path.hasPrefix(Self.sendPrefix), path.hasSuffix(Self.sendSuffix) else { return (.notFoundPage, nil) }
         guard request.method(is: "POST") else { return (.notFoundPage, nil) }
-        if shared.configuration.requiresBearer && !hasValidBearer(request, nowMilliseconds: nowMilliseconds) { return (.unauthenticated, nil) }
+        if responder.rules.requiresBearer && !hasValidBearer(request, nowMilliseconds: context.wallMilliseconds()) { return (.unauthenticated, nil) }
         guard path == setup.sendPath else {
             let project = path.dropFirst(Self.sendPrefix.utf8.count).dropLast(Self.sendSuffix.utf8.count)
             return (.googleError(code: 403, status: "PERMISSION_DENIED",
@@ -257,7 +259,7 @@ struct MockFCMRules {
             return (.invalidArgument("Invalid JSON payload received. The Content-Type must be application/json.", fcmErrorCode: nil), nil)
         }
         var token: String?
-        do throws(MockFCMRefusal) {
+        do throws(FCMRefusal) {
             let (message, validateOnly) = try Self.message(in: request.body)
             _ = try Self.target(of: message)
             token = message["token"]?.stringValue
@@ -266,10 +268,10 @@ struct MockFCMRules {
             let limit = message["token"] == nil ? Self.payloadBytesMax / 2 : Self.payloadBytesMax
             guard payloadBytes <= limit else {
                 // FCM's "too big" answer carries no FcmError detail (docs/PROTOCOL.md §2.3).
-                throw MockFCMRefusal(.invalidArgument("Message is too big. Limit is \(limit) bytes, got \(payloadBytes).", fcmErrorCode: nil))
+                throw FCMRefusal(.invalidArgument("Message is too big. Limit is \(limit) bytes, got \(payloadBytes).", fcmErrorCode: nil))
             }
-            if let token, let answer = outcome(forToken: token) { return (answer, token) }
-            return (MockFCMAnswer(status: 200, body: Self.successBody(setup: setup, validateOnly: validateOnly), error: nil), token)
+            if let token, let answer = outcome(forToken: token, context: context) { return (answer, token) }
+            return (FCMAnswer(status: 200, body: Self.successBody(setup: setup, validateOnly: validateOnly, context: context), error: nil), token)
         } catch {
             return (error.answer, token)
         }
@@ -278,14 +280,14 @@ struct MockFCMRules {
     private func hasValidBearer(_ request: HTTP2ServerRequest, nowMilliseconds: Int64) -> Bool {
         guard let value = request.header("authorization"), value.utf8.count > 7,
               value.prefix(7).lowercased() == "bearer " else { return false }
-        return shared.isValid(value.dropFirst(7), nowMilliseconds: nowMilliseconds)
+        return responder.isValid(value.dropFirst(7), nowMilliseconds: nowMilliseconds)
     }
 
     /// The body's `message` object and `validate_only`; unknown top-level members and a
     /// non-boolean `validate_only` are refused as FCM does.
-    static func message(in body: [UInt8]) throws(MockFCMRefusal) -> (JSONValue, validateOnly: Bool) {
+    static func message(in body: [UInt8]) throws(FCMRefusal) -> (JSONValue, validateOnly: Bool) {
         guard case .success(let root) = JSONScanner.parse(body), let members = root.members else {
-            throw MockFCMRefusal(.invalidArgument("Invalid JSON payload received. Unexpected token.", fcmErrorCode: nil))
+            throw FCMRefusal(.invalidArgument("Invalid JSON payload received. Unexpected token.", fcmErrorCode: nil))
         }
         var validateOnly = false
         for member in members {
@@ -294,46 +296,46 @@ struct MockFCMRules {
             case "validate_only", "validateOnly":
                 guard case .bool(let flag) = member.value else {
                     let text = "Invalid value at 'validate_only' (TYPE_BOOL), \(summary(member.value))"
-                    throw MockFCMRefusal(.invalidArgument(text, fcmErrorCode: nil, violation: ("validate_only", text)))
+                    throw FCMRefusal(.invalidArgument(text, fcmErrorCode: nil, violation: ("validate_only", text)))
                 }
                 validateOnly = flag
             default:
                 let name = JSONWriter.quoted(UntrustedText.sanitized(member.key, limit: 64))
-                throw MockFCMRefusal(.invalidArgument("Invalid JSON payload received. Unknown name \(name): Cannot find field.", fcmErrorCode: nil))
+                throw FCMRefusal(.invalidArgument("Invalid JSON payload received. Unknown name \(name): Cannot find field.", fcmErrorCode: nil))
             }
         }
         guard let message = root["message"], message.members != nil else {
-            throw MockFCMRefusal(.invalidArgument("Request contains an invalid argument.", violation: ("message", "The message is missing.")))
+            throw FCMRefusal(.invalidArgument("Request contains an invalid argument.", violation: ("message", "The message is missing.")))
         }
         return (message, validateOnly)
     }
 
     /// Exactly one of `token`, `topic`, `condition`, a non-empty string.
-    static func target(of message: JSONValue) throws(MockFCMRefusal) -> String {
+    static func target(of message: JSONValue) throws(FCMRefusal) -> String {
         let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
-        guard let first = targets.first, let value = message[first] else { throw MockFCMRefusal(.invalidArgument("Recipient of the message is not set.")) }
+        guard let first = targets.first, let value = message[first] else { throw FCMRefusal(.invalidArgument("Recipient of the message is not set.")) }
         guard targets.count == 1 else {
-            throw MockFCMRefusal(.invalidArgument("Invalid value at 'message' (oneof), oneof field 'target' is already set. Cannot set '\(targets[1])'"))
+            throw FCMRefusal(.invalidArgument("Invalid value at 'message' (oneof), oneof field 'target' is already set. Cannot set '\(targets[1])'"))
         }
         guard let text = value.stringValue, !text.isEmpty else {
             let description = "Invalid value at 'message.\(first)' (TYPE_STRING), \(summary(value))"
-            throw MockFCMRefusal(.invalidArgument(description, violation: ("message.\(first)", description)))
+            throw FCMRefusal(.invalidArgument(description, violation: ("message.\(first)", description)))
         }
         return text
     }
 
     /// `data` is a map of string to string; the first other value is named by its index.
-    static func checkData(_ message: JSONValue) throws(MockFCMRefusal) {
+    static func checkData(_ message: JSONValue) throws(FCMRefusal) {
         guard let data = message["data"] else { return }
         guard let members = data.members else {
             let description = "Invalid value at 'message.data' (type.googleapis.com/google.firebase.fcm.v1.Message.DataEntry), \(summary(data))"
-            throw MockFCMRefusal(.invalidArgument(description, violation: ("message.data", description)))
+            throw FCMRefusal(.invalidArgument(description, violation: ("message.data", description)))
         }
         for (index, member) in members.enumerated() {
             guard case .string = member.value else {
                 let field = "message.data[\(index)].value"
                 let description = "Invalid value at '\(field)' (TYPE_STRING), \(summary(member.value))"
-                throw MockFCMRefusal(.invalidArgument(description, violation: (field, description)))
+                throw FCMRefusal(.invalidArgument(description, violation: (field, description)))
             }
         }
     }
@@ -370,37 +372,43 @@ struct MockFCMRules {
 
     /// `{"name":"projects/{p}/messages/0:<µs>%<hex>"}`; a dry run (`validate_only`) gets FCM's
     /// fixed `fake_message_id`.
-    static func successBody(setup: MockFCMSetup, validateOnly: Bool) -> [UInt8] {
+    static func successBody(setup: FCMServerSetup, validateOnly: Bool, context: ProviderRequestContext) -> [UInt8] {
         var id = "fake_message_id"
         if !validateOnly {
-            var generator = SystemRandomNumberGenerator()
-            let suffix = String(generator.next() as UInt64, radix: 16)
-            id = "0:\(Int64(SystemClock.wallClockSeconds() * 1_000_000))%\(String(repeating: "0", count: 16 - suffix.count))\(suffix)"
+            let suffix = String(context.random.next(), radix: 16)
+            id = "0:\(context.wallMilliseconds() * 1000)%\(String(repeating: "0", count: 16 - suffix.count))\(suffix)"
         }
         var body: [UInt8] = Array(#"{"name":"#.utf8)
         JSONWriter.appendString("projects/\(setup.projectID)/messages/\(id)", to: &body)
         return body + [UInt8(ascii: "}")]
     }
 
-    /// The outcome by the token's first four characters.
-    private func outcome(forToken token: String) -> MockFCMAnswer? {
+    static let unregistered = FCMAnswer.googleError(code: 404, status: "NOT_FOUND", message: "Requested entity was not found.", fcmErrorCode: "UNREGISTERED")
+
+    /// The device's outcome: the server's, else by the token's first four characters; nil: accepted.
+    private func outcome(forToken token: String, context: ProviderRequestContext) -> FCMAnswer? {
+        switch context.device {
+        case .registered: return nil
+        case .unregistered: return Self.unregistered
+        case nil: break
+        }
         switch token.prefix(4) {
         case "dead":
-            return .googleError(code: 404, status: "NOT_FOUND", message: "Requested entity was not found.", fcmErrorCode: "UNREGISTERED")
+            return Self.unregistered
         case "bad0":
             let text = "The registration token is not a valid FCM registration token"
             return .invalidArgument(text, violation: ("message.token", text))
         case "mism":
             return .googleError(code: 403, status: "PERMISSION_DENIED", message: "SenderId mismatch", fcmErrorCode: "SENDER_ID_MISMATCH")
         case "5030":
-            guard shared.failOnce.firstTime("fcm5030/" + token) else { return nil }
+            guard context.once.firstTime("fcm5030/" + token) else { return nil }
             return .googleError(code: 503, status: "UNAVAILABLE", message: "The service is currently unavailable.", fcmErrorCode: "UNAVAILABLE")
         case "4290":
-            guard shared.failOnce.firstTime("fcm4290/" + token) else { return nil }
-            return .deviceQuotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
+            guard context.once.firstTime("fcm4290/" + token) else { return nil }
+            return .deviceQuotaExceeded(retryAfterSeconds: responder.rules.retryAfterSeconds)
         case "4291":
-            guard shared.failOnce.firstTime("fcm4291/" + token) else { return nil }
-            return .projectQuotaExceeded(retryAfterSeconds: shared.configuration.retryAfterSeconds)
+            guard context.once.firstTime("fcm4291/" + token) else { return nil }
+            return .projectQuotaExceeded(retryAfterSeconds: responder.rules.retryAfterSeconds)
         default:
             return nil
         }
@@ -408,11 +416,11 @@ struct MockFCMRules {
 }
 
 /// The OAuth2 token endpoint (RFC 6749 §5, RFC 7523): a form body with grant_type and assertion.
-struct MockFCMTokenEndpoint {
-    let shared: MockFCMShared
+struct FCMTokenEndpoint {
+    let responder: FCMResponder
 
     /// The answer, and whether it issued a token.
-    func evaluate(_ request: HTTP2ServerRequest, setup: MockFCMSetup, nowMilliseconds: Int64) -> (MockFCMAnswer, issued: Bool) {
+    func evaluate(_ request: HTTP2ServerRequest, setup: FCMServerSetup, nowMilliseconds: Int64) -> (FCMAnswer, issued: Bool) {
         guard request.method(is: "POST") else {
             return (Self.oauthError(405, "invalid_request", "The token endpoint accepts POST only."), false)
         }
@@ -431,9 +439,9 @@ struct MockFCMTokenEndpoint {
         for verifier in setup.verifiers {
             switch verifier.verify(assertion, nowSeconds: nowMilliseconds / 1000) {
             case .success:
-                let token = shared.issueToken(nowMilliseconds: nowMilliseconds)
-                let body = OAuthTokenExchange.successBody(accessToken: token, expiresInSeconds: shared.configuration.tokenTTLSeconds)
-                return (MockFCMAnswer(status: 200, body: body, error: nil), true)
+                let token = responder.issueToken(nowMilliseconds: nowMilliseconds)
+                let body = OAuthTokenExchange.successBody(accessToken: token, expiresInSeconds: responder.rules.tokenTTLSeconds)
+                return (FCMAnswer(status: 200, body: body, error: nil), true)
             case .failure(let error):
                 failure = failure ?? error
             }
@@ -442,7 +450,7 @@ struct MockFCMTokenEndpoint {
         return (Self.oauthError(400, error.error, error.description), false)
     }
 
-    static func oauthError(_ status: Int, _ error: String, _ description: String) -> MockFCMAnswer {
-        MockFCMAnswer(status: status, body: OAuthTokenExchange.errorBody(error: error, description: description), error: error)
+    static func oauthError(_ status: Int, _ error: String, _ description: String) -> FCMAnswer {
+        FCMAnswer(status: status, body: OAuthTokenExchange.errorBody(error: error, description: description), error: error)
     }
 }
