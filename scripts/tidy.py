@@ -97,7 +97,6 @@ IMPORT_EXCEPTIONS = {
     ('Sources/PushcastFCM/FCMAccessTokens.swift', 'Foundation'): 'Thread and NSCondition for the fcm-oauth refresher: to take a thread and a waiter from the caller',
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
-    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
     ('Sources/PushcastTransport/Threads.swift', 'Foundation'): 'Thread, DispatchGroup, NSLock: worker threads (accepted: threads are not I/O)',
 }
 
