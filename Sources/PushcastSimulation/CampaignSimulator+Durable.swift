@@ -61,13 +61,13 @@ extension CampaignSimulator {
         let runs = DurableRuns(scenario, servers: servers)
         let storage = runs.storage
         var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)
-        var stops = 0
         var crashesLeft = scenario.crashes[...]
         for index in 0..<(scenario.crashes.count + 8) {
             let crash = crashesLeft.popFirst()
             let fired = storage.fired.count
             if index > 0 && fired > 0 { storage.repair() }  // the operator made room, or replaced the disk
             let durability: CampaignDurability, sink: ResultFilesSink
+            let start = network.clock.nanoseconds
             do { (durability, sink) = try runs.open(resuming: index > 0) } catch {
                 // A refusal before anything is sent (exit 2): fine only when a disk fault caused it.
                 storage.endProcess()
@@ -75,7 +75,6 @@ extension CampaignSimulator {
                 runs.ledger.checkDiskStop(CampaignSummary(stoppedBecause: error.description), fired: Array(storage.fired[fired...]))
                 runs.noteStop(.diskFault)
                 crashesLeft = crash.map { [$0] + crashesLeft } ?? crashesLeft
-                stops += 1
                 continue
             }
             last = try runOnce(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
@@ -88,7 +87,6 @@ extension CampaignSimulator {
                     storage.endProcess()
                 }
                 runs.noteStop(crash.powerLoss ? .powerLoss : .processDeath)
-                stops += 1
                 network.clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
                 continue
             }
@@ -102,18 +100,17 @@ extension CampaignSimulator {
                 if last.summary.stoppedBecause != nil {
                     runs.noteStop(.diskFault)
                     crashesLeft = crash.map { [$0] + crashesLeft } ?? crashesLeft
-                    stops += 1
-                    network.clock.advance(nanoseconds: 1_000_000_000)
+                        network.clock.advance(nanoseconds: 1_000_000_000)
                     continue
                 }
             }
-            if let death = scenario.serverDeath, last.cutShort == nil, last.summary.stoppedBecause != nil, runs.ledger.breakerStops < 2,
-               network.clock.nanoseconds < death.atNanoseconds + death.lastsNanoseconds {
-                // The breaker (or a connection that never worked) stopped the run while the server
-                // was down: its owner resumes once the server is back.
+            let backAt = servers.values.map { max($0.downUntil, $0.closesAfterHandshakeUntil) }.max() ?? 0
+            if last.cutShort == nil, last.summary.stoppedBecause != nil, runs.ledger.breakerStops < 2, backAt > start {
+                // The breaker (or a connection that never worked) stopped the run while a server
+                // was down (it died, or an outage outlasted a restart): its owner resumes once the
+                // server is back.
                 runs.noteStop(.breaker)
-                stops += 1
-                network.clock.nanoseconds = max(network.clock.nanoseconds, death.atNanoseconds + death.lastsNanoseconds) + 1_000_000_000
+                network.clock.nanoseconds = max(network.clock.nanoseconds, backAt) + 1_000_000_000
                 crashesLeft = crash.map { [$0] + crashesLeft } ?? crashesLeft
                 continue
             }
@@ -123,7 +120,7 @@ extension CampaignSimulator {
         _ = try RecoveredResults.read(storage.contents(resultsPath) ?? [], format: .ndjson, path: resultsPath, columns: .standard) {
             records.append($0)
         }
-        return ((records, last.summary, last.cutShort, stops), runs)
+        return ((records, last.summary, last.cutShort, runs.ledger.stops.count), runs)
     }
 }
 

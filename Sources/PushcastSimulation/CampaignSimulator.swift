@@ -88,7 +88,7 @@ public enum CampaignSimulator {
             report.virtualSeconds = Double(clock.nanoseconds) / 1e9
             report.crashes = crashes
             if let cutShort { report.violations.append("the run did not end by itself: \(cutShort)") }
-            SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary).check(into: &report)
+            SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary, stops: crashes).check(into: &report)
             if let durable {
                 durable.ledger.check(records: records, servers: servers, into: &report.violations)
                 report.diskFaults = durable.storage.fired
