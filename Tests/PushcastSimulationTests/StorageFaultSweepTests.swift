@@ -84,15 +84,9 @@ final class StorageFaultSweepTests: XCTestCase {
 final class ResumeMutationTests: XCTestCase {
     func testTheCrashSweepCatchesEveryPlantedResumeBug() {
         for mutation in ResumeMutation.allCases {
-            var caught: String?
-            for seed in UInt64(1)...200 {
-                var scenario = SimulationScenario(seed: seed)
-                guard !scenario.crashes.isEmpty else { continue }
+            let caught = firstCatch(seeds: 1...200) { scenario in
                 scenario.resumeMutation = mutation
-                if let violation = CampaignSimulator.run(scenario).violations.first {
-                    caught = "seed \(seed): \(violation)"
-                    break
-                }
+                return !scenario.crashes.isEmpty
             }
             XCTAssertNotNil(caught, "\(mutation.rawValue) went unnoticed")
             print("resume mutation \(mutation.rawValue) caught by \(caught ?? "nothing")")
