@@ -120,7 +120,29 @@ extension CampaignSimulator {
         _ = try RecoveredResults.read(storage.contents(resultsPath) ?? [], format: .ndjson, path: resultsPath, columns: .standard) {
             records.append($0)
         }
+        if last.cutShort == nil && last.summary.stoppedBecause == nil {
+            try resumeFinished(runs, network: network, tokens: tokens, wrap: wrap, summary: last.summary)
+        }
         return ((records, last.summary, last.cutShort, runs.ledger.stops.count), runs)
+    }
+
+    /// `send --resume` of a finished campaign: nothing is sent, the results stay as they are,
+    /// and the summary is the finished run's.
+    private static func resumeFinished(_ runs: DurableRuns, network: SimulatedNetwork, tokens: FCMAccessTokens, wrap: WorkloadWrapper?,
+                                       summary: CampaignSummary) throws {
+        let requests = runs.servers.values.reduce(0) { $0 + $1.requests.values.reduce(0, +) }
+        let results = runs.storage.contents(resultsPath)
+        let (durability, sink) = try runs.open(resuming: true)
+        let again = try runOnce(runs.scenario, servers: runs.servers, network: network, tokens: tokens, wrap: wrap, sink: sink,
+                                durability: durability, crashAfter: nil)
+        runs.storage.endProcess()
+        if runs.servers.values.reduce(0, { $0 + $1.requests.values.reduce(0, +) }) != requests {
+            runs.ledger.violations.append("a resume of the finished campaign sent something")
+        }
+        if runs.storage.contents(resultsPath) != results { runs.ledger.violations.append("a resume of the finished campaign changed the results") }
+        if OutcomeKind.allCases.contains(where: { again.summary.outcomes[$0] != summary.outcomes[$0] }) || again.summary.stoppedBecause != nil {
+            runs.ledger.violations.append("a resume of the finished campaign says otherwise: \(again.summary.text)")
+        }
     }
 }
 
