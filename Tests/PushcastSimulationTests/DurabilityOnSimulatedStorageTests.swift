@@ -41,6 +41,29 @@ final class DurabilityOnSimulatedStorageTests: XCTestCase {
         XCTAssertTrue(state.mayHaveGoneOut(row: 5, feed: "apns"), "the first run's rows are distrusted: another boot")
     }
 
+    /// The disk fills in the middle of a reservation line: the journal takes nothing more (the
+    /// clean stop's `S` glued to the torn part made a damaged line no resume got past), and the
+    /// resume, once there is room, drops the torn part and goes on.
+    func testAJournalTakesNoLineAfterATornOne() throws {
+        var faults = StorageFaults()
+        faults.diskFullAfterWrites = 4
+        faults.slackBytes = 4
+        let storage = SimulatedStorage(seed: 3, faults: faults)
+        let first = try open(storage, resume: false, boot: "b1")
+        _ = try first.journal.cover(row: 0, feed: "apns", nowNanoseconds: 0)
+        XCTAssertThrowsError(try first.journal.cover(row: 64, feed: "apns", nowNanoseconds: 0)) {
+            XCTAssertTrue("\($0)".contains("No space left on device"), "\($0)")
+        }
+        storage.repair()
+        XCTAssertThrowsError(try first.journal.markCleanStop()) { XCTAssertTrue("\($0)".contains("an earlier write"), "\($0)") }
+        let journalPath = CampaignDurability.journalPath(results: results)
+        XCTAssertTrue(String(decoding: storage.contents(journalPath)!, as: UTF8.self).hasSuffix("\nR ap"), "the torn part is last")
+        storage.endProcess()
+        let second = try open(storage, resume: true, boot: "b1")
+        XCTAssertTrue(second.earlier?.mayHaveGoneOut(row: 63, feed: "apns") == false, "no row was marked handed out")
+        XCTAssertEqual(second.verdict(row: 63, feed: "apns"), .send)
+    }
+
     /// A results write that fails (EIO): every later sync and close throws it too, so the run
     /// cannot mark a clean stop over lines that never reached the file.
     func testAFailedResultsWriteFailsEveryLaterSyncAndClose() throws {
