@@ -80,7 +80,7 @@ let package = Package(
         // The whole-campaign simulator: the engine's lanes against simulated servers on a virtual clock.
         .target(name: "PushcastSimulation",
                 dependencies: ["PushcastCore", "PushcastJSON", "PushcastEngine", "PushcastTransport", "PushcastWire", "PushcastProviderKit", "PushcastProviders",
-                               "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor", "PushcastSystem"]),
+                               "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
         // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
         // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
         .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWebPush", "PushcastWire"]),

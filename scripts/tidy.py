@@ -106,7 +106,6 @@ IMPORT_FILES = {
 IMPORT_EXCEPTIONS = {
     ('Sources/PushcastMock/MockServer.swift', 'Foundation'): 'NSCondition and NSLock to wait for the server threads (accepted: threads are not I/O)',
     ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastReactor'): 'ReactorConfiguration, a field of the lane settings it fills in',
-    ('Sources/PushcastSimulation/CampaignSimulator.swift', 'PushcastSystem'): 'SecretFile, FileSystem temporary directories: to take a file system from the caller',
     ('Sources/PushcastTransport/Threads.swift', 'Foundation'): 'Thread, DispatchGroup, NSLock: worker threads (accepted: threads are not I/O)',
 }
 

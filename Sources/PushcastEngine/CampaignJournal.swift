@@ -1,5 +1,6 @@
 import PushcastCore
 import PushcastInput
+import Synchronization
 
 /// What identifies one campaign across runs: a resume must be of the very same campaign.
 public struct CampaignFingerprint: Equatable, Sendable {
@@ -291,7 +292,7 @@ public final class CampaignJournal {
     /// its header. Begins a run.
     public init(file: any JournalStorage, fingerprint: CampaignFingerprint, fresh: Bool, policy: SyncPolicy,
                 boot: String?) throws(CampaignError) {
-        self.file = file
+        self.file = ClosedAfterAFailedAppend(file)
         self.policy = policy
         self.boot = boot
         do {
@@ -341,6 +342,44 @@ public final class CampaignJournal {
         } catch {
             throw .output(error.description)
         }
+    }
+}
+
+/// The journal's file, closed to appends once one fails. A failed append may have left part of
+/// its line (a full disk takes what fits), and a line appended after it (the clean stop's `S`,
+/// once the results gave their reserved space back) would be glued to that part: a damaged line
+/// in the middle, which no resume gets past (`DS`, `R apns 705S`). Left last, the torn part is
+/// what a resume drops. Two workers may pass the check at once: one write can still follow a
+/// failed one, when space came free between the two.
+final class ClosedAfterAFailedAppend: JournalStorage {
+    private let file: any JournalStorage
+    private let failed = Atomic<Bool>(false)
+
+    init(_ file: any JournalStorage) { self.file = file }
+
+    var path: String { file.path }
+    func readAll() throws(SystemError) -> [UInt8] { try file.readAll() }
+    func truncate() throws(SystemError) { try file.truncate() }
+    func sync() throws(SystemError) { try file.sync() }
+
+    func append(_ text: String) throws(SystemError) {
+        try checkOpen()
+        do { try file.append(text) } catch {
+            failed.store(true, ordering: .releasing)
+            throw error
+        }
+    }
+
+    func append(bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        try checkOpen()
+        do { try file.append(bytes: bytes) } catch {
+            failed.store(true, ordering: .releasing)
+            throw error
+        }
+    }
+
+    private func checkOpen() throws(SystemError) {
+        if failed.load(ordering: .acquiring) { throw SystemError("cannot write \(path): an earlier write to it failed") }
     }
 }
 

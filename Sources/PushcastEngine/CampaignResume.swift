@@ -105,12 +105,25 @@ extension CampaignDurability {
         if recovered.tornBytes > 0 {
             do { try request.files.truncate(resultsPath, to: recovered.validLength) } catch { throw .output(error.description) }
         }
+        try cutTornLine(journalBytes, of: file, files: request.files)
         note("resuming: \(recovered.count) rows already finished"
             + (recovered.tornBytes > 0 ? " (a torn last line of \(recovered.tornBytes) bytes dropped)" : "")
             + Preview(recovered: recovered, earlier: earlier).writeOffNote(retryUnknown: request.retryUnknown))
         let journal = try CampaignJournal(file: file, fingerprint: fingerprint, fresh: false, policy: request.policy, boot: request.boot)
         return CampaignDurability(journal: journal, policy: request.policy, recovered: recovered, earlier: earlier,
                                   retryUnknown: request.retryUnknown, summary: summary, restoredPrune: prune)
+    }
+}
+
+extension CampaignDurability {
+    /// Cuts the journal's torn last line (a power loss or a full disk in mid-append), which the
+    /// parse skipped: glued to the front of this run's `B` line, it would hide where this run
+    /// begins, and its marks would be taken for the earlier run's (a later resume would then
+    /// distrust them, or refuse a damaged line).
+    static func cutTornLine(_ journalBytes: [UInt8], of file: any JournalStorage, files: any FileStorage) throws(CampaignError) {
+        guard let last = journalBytes.last, last != UInt8(ascii: "\n") else { return }
+        let kept = (journalBytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1
+        do { try files.truncate(file.path, to: kept) } catch { throw .output(error.description) }
     }
 }
 

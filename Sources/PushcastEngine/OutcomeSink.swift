@@ -55,6 +55,10 @@ public final class ResultFilesSink: OutcomeSink {
     /// Set by the first failed write: nothing more is written (a retry could repeat the part of
     /// a buffer that did reach the file).
     private var broken = false
+    /// That write's error: every later `sync` and `close` throws it, so that a run whose lines
+    /// did not all reach the file never marks its stop clean in the journal (a resume would send
+    /// again the rows whose lines were lost).
+    private var failure: CampaignError?
     public let name: String
     /// Rows recorded and bytes encoded by this run, for the measured line sizes.
     private var rowsRecorded = 0
@@ -103,6 +107,7 @@ public final class ResultFilesSink: OutcomeSink {
             }
         } catch {
             broken = true
+            failure = .output(error.description)
             throw .output(error.description)
         }
     }
@@ -135,6 +140,7 @@ public final class ResultFilesSink: OutcomeSink {
 
     public func sync(durable: Bool) throws(CampaignError) {
         try flush(final: true)
+        if let failure { throw failure }
         guard !broken else { return }
         do {
             try results.flush()
@@ -145,12 +151,14 @@ public final class ResultFilesSink: OutcomeSink {
             }
         } catch {
             broken = true
+            failure = .output(error.description)
             throw .output(error.description)
         }
     }
 
     public func close() throws(CampaignError) {
         try flush(final: true)
+        if let failure { throw failure }
         guard !broken else { return }
         do {
             try results.flush()

@@ -411,6 +411,9 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     }
 
     public var nextReadyNanoseconds: UInt64? {
+        // A stopped run sends nothing more: a retry that is due would only wake the worker at
+        // once, every turn, until the answers in flight come (a busy poll).
+        guard !outcomes.isStopped && !channel.isLaneBroken else { return nil }
         switch (retries.first?.ready, heldUntil) {
         case let (retry?, held?): return min(retry, held)
         case let (retry?, nil): return retry

@@ -20,9 +20,16 @@ public struct SimulationScenario {
     public var requestTimeoutNanoseconds: UInt64
     /// The row deadline (`--request-timeout`), when this seed sets one.
     public var rowDeadlineNanoseconds: UInt64?
-    /// The pushcast process dies this long after each start (virtual time), and is restarted
-    /// with `--resume`; empty for most seeds.
-    public var crashes: [UInt64]
+    /// The pushcast process dies (or the machine loses power) this long after each start
+    /// (virtual time), and is restarted with `--resume`; empty for most seeds.
+    public var crashes: [SimulatedCrash]
+    /// Disk faults (EIO, a full disk) planted in the simulated storage; none for most seeds.
+    public var storageFaults = StorageFaults()
+    /// `--fsync`: never only for seeds without a power loss (the design lets a power loss undo
+    /// unsynced reservations then).
+    public var syncPolicy = SyncPolicy.batch
+    /// A bug planted in the resume (a test shows the sweep catches it); nil: none.
+    public var resumeMutation: ResumeMutation? = nil
     /// Resume as `--retry-unknown` does, sending again the rows that may have gone out (a test
     /// sets it to show that the invariants catch the double sends this allows).
     public var resumeRetriesUnknown = false
@@ -54,8 +61,19 @@ public struct SimulationScenario {
         rowDeadlineNanoseconds = random.next(below: 3) == 0 ? 5_000_000_000 + random.next(below: 60_000_000_000) : nil
         network = .random(SplitMix64(seed: seed ^ 0x4E45_5457_4F52_4B00))
         serverDeath = ServerDeath.random(SplitMix64(seed: seed ^ 0x4445_4154_4800_0000))
-        crashes = (0..<Int(random.next(below: 4) == 0 ? 1 + random.next(below: 3) : 0)).map { _ in random.next(below: 3_000_000_000) }
+        let times = (0..<Int(random.next(below: 4) == 0 ? 1 + random.next(below: 3) : 0)).map { _ in random.next(below: 3_000_000_000) }
+        // The storage's draws come from a stream of their own, so that every other draw of a
+        // seed stays what it was.
+        let disk = SplitMix64(seed: seed ^ 0x5354_4F52_4147_4500)
+        crashes = times.map { SimulatedCrash(atNanoseconds: $0, powerLoss: disk.next(below: 2) == 0) }
+        let policies: [SyncPolicy] = crashes.contains(where: \.powerLoss) ? [.batch, .always] : [.batch, .always, .never]
+        syncPolicy = policies[Int(disk.next(below: UInt64(policies.count)))]
+        storageFaults = .random(disk)
     }
+
+    /// Whether the runs keep a journal and results files (on `SimulatedStorage`): seeds that
+    /// stop and resume, or plant disk faults. The others record outcomes in memory.
+    public var durable: Bool { !crashes.isEmpty || serverDeath != nil || !storageFaults.isEmpty }
 
     /// The input file: a CSV with a header row.
     public var csv: [UInt8] {
@@ -63,6 +81,48 @@ public struct SimulationScenario {
         for row in rows { text += "\(row.token),\(row.platform),\(row.name)\n" }
         return Array(text.utf8)
     }
+}
+
+/// A stop of the pushcast process in mid-campaign.
+public struct SimulatedCrash: Sendable, CustomStringConvertible {
+    /// How long after the run's start (virtual time).
+    public var atNanoseconds: UInt64
+    /// The machine loses power, instead of only the process dying: every unsynced byte is lost
+    /// (a torn prefix of a file's unsynced tail may survive) and the boot id changes.
+    public var powerLoss: Bool
+
+    public init(atNanoseconds: UInt64, powerLoss: Bool) {
+        self.atNanoseconds = atNanoseconds
+        self.powerLoss = powerLoss
+    }
+
+    public var description: String { "\(atNanoseconds / 1_000_000) ms" + (powerLoss ? " (power loss)" : "") }
+}
+
+extension StorageFaults {
+    /// One seed in eight: an EIO on a write, on a sync, or a disk that fills.
+    static func random(_ random: SplitMix64) -> StorageFaults {
+        var faults = StorageFaults()
+        guard random.next(below: 8) == 0 else { return faults }
+        switch random.next(below: 3) {
+        case 0: faults.failingWrite = 1 + Int(random.next(below: 400))
+        case 1: faults.failingSync = 1 + Int(random.next(below: 40))
+        default:
+            faults.diskFullAfterWrites = 1 + Int(random.next(below: 300))
+            faults.slackBytes = Int(random.next(below: 4096))
+        }
+        return faults
+    }
+}
+
+/// Bugs a test plants in the resume, to show the crash sweep catches them.
+public enum ResumeMutation: String, CaseIterable, Sendable {
+    /// The resume forgets the dispatch marks: every row marked `D` (handed to a connection) is
+    /// taken for unsent, and sent again.
+    case forgetsDispatchMarks
+    /// The resume distrusts every run: every reserved row without a line is written off as
+    /// unknown, sent or not.
+    case distrustsDispatchMarks
 }
 
 /// A server that goes down for longer than any run may last.

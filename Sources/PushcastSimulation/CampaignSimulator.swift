@@ -7,7 +7,6 @@ import PushcastJSON
 import PushcastProviderKit
 import PushcastProviders
 import PushcastReactor
-import PushcastSystem
 import PushcastTransport
 import PushcastWire
 
@@ -22,6 +21,10 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var faults = ""
     /// Runs cut short by a simulated crash or stopped by the breaker, each followed by a resume.
     public var crashes = 0
+    /// Of those, the power losses.
+    public var powerLosses = 0
+    /// The disk faults that fired (EIO, a full disk), in words.
+    public var diskFaults: [String] = []
     public var violations: [String] = []
     /// The results file's lines in row order, their time fields (latency) left out; only when
     /// the scenario `keepsResults`.
@@ -30,7 +33,8 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
     public var description: String {
         let counts = OutcomeKind.allCases.compactMap { kind in outcomes[kind].map { "\(kind.rawValue) \($0)" } }.joined(separator: ", ")
         var text = "seed \(seed): \(rows) rows, \(requests) requests, \(deliveries) delivered, "
-            + NumberText.fixed(virtualSeconds, places: 1) + " s virtual" + (crashes > 0 ? ", \(crashes) stops resumed" : "") + " (\(counts))"
+            + NumberText.fixed(virtualSeconds, places: 1) + " s virtual" + (crashes > 0 ? ", \(crashes) stops resumed" : "") + (powerLosses > 0 ? " (\(powerLosses) power losses)" : "")
+            + (diskFaults.isEmpty ? "" : "; disk: " + diskFaults.joined(separator: ", ")) + " (\(counts))"
         if !violations.isEmpty { text += "\n  " + violations.prefix(10).joined(separator: "\n  ") }
         return text
     }
@@ -65,7 +69,9 @@ public enum CampaignSimulator {
             .fcm: SimulatedServer(responder: simulatedFCM(), model: scenario.faults[.fcm]!, seed: scenario.seed &+ 2),
         ]
         report.faults = "apns: \(servers[.apns]!.model); fcm: \(servers[.fcm]!.model); network: \(scenario.network)"
-            + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map { "\($0 / 1_000_000) ms" }.joined(separator: ", "))
+            + (scenario.crashes.isEmpty ? "" : "; crashes after " + scenario.crashes.map(\.description).joined(separator: ", "))
+            + (scenario.storageFaults.isEmpty ? "" : "; disk: \(scenario.storageFaults)")
+            + (scenario.durable ? "; --fsync \(scenario.syncPolicy.rawValue)" : "")
             + (scenario.serverDeath.map { "; the \($0.provider.rawValue) server dies at \($0.atNanoseconds / 1_000_000) ms\($0.closesAfterHandshake ? ", closing connections after the handshake" : "")" } ?? "")
         let tokens = FCMAccessTokens(clock: ManualClock(), threads: SystemThreads()) { .success(OAuthAccessToken(accessToken: "ya29.sim", expiresInSeconds: 86_400)) }
         defer { tokens.close() }
@@ -83,13 +89,24 @@ public enum CampaignSimulator {
                     network.resetEveryLink(to: server)
                 }
             }
-            let (records, summary, cutShort, crashes) = scenario.crashes.isEmpty && scenario.serverDeath == nil
-                ? try runInMemory(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
-                : try runWithCrashes(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
+            var durable: DurableRuns?
+            let (records, summary, cutShort, crashes): Ending
+            if scenario.durable {
+                let ran = try runDurably(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
+                (records, summary, cutShort, crashes) = ran.0
+                durable = ran.1
+            } else {
+                (records, summary, cutShort, crashes) = try runInMemory(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap)
+            }
             report.virtualSeconds = Double(clock.nanoseconds) / 1e9
             report.crashes = crashes
             if let cutShort { report.violations.append("the run did not end by itself: \(cutShort)") }
-            SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary).check(into: &report)
+            SimulationInvariants(scenario: scenario, servers: servers, records: records, summary: summary, stops: crashes).check(into: &report)
+            if let durable {
+                durable.ledger.check(records: records, servers: servers, into: &report.violations)
+                report.diskFaults = durable.storage.fired
+                report.powerLosses = durable.ledger.stops.filter { $0.kind == .powerLoss }.count
+            }
             if scenario.keepsResults { report.results = resultLines(records) }
         } catch {
             report.violations.append("cannot run the campaign: \(error)")
@@ -118,53 +135,8 @@ public enum CampaignSimulator {
         return (sink.records, summary, cutShort, 0)
     }
 
-    /// Runs that crash where the scenario says, each resumed from its results file and journal
-    /// (`send --resume`) on real files, until one ends by itself; the records are the results
-    /// file's lines.
-    private static func runWithCrashes(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
-                                       tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> Ending {
-        let directory = try FileSystem.makeTemporaryDirectory(in: Environment.temporaryDirectory,
-                                                              prefix: "pushcast-sim-\(scenario.seed)")
-        defer { FileSystem.removeTree(directory) }
-        let results = directory + "/results.ndjson", prune = directory + "/prune.csv"
-        let fingerprint = CampaignFingerprint(campaign: "sim", input: "\(scenario.seed)", templates: "sim", providers: "apns,fcm",
-                                              resultsFormat: "ndjson")
-        var last: (summary: CampaignSummary, cutShort: String?) = (CampaignSummary(), nil)
-        var crashes = 0, breakerStops = 0
-        var crashesLeft = scenario.crashes[...]
-        for index in 0... {
-            let crash = crashesLeft.popFirst()
-            let durability = try CampaignDurability.open(resultsPath: results, format: .ndjson, columns: .standard, fingerprint: fingerprint,
-                                                         request: ResumeRequest(resume: index > 0, force: false, retryUnknown: scenario.resumeRetriesUnknown,
-                                                                                        policy: .never, boot: "simulated", files: Machine.real.files),
-                                                         note: { _ in })
-            let sink = try ResultFilesSink(resultsPath: results, format: .ndjson, prunePath: prune, resuming: durability.recovered != nil,
-                                           restoredPrune: durability.restoredPrune, columns: .standard, files: Machine.real.files)
-            last = try runOnce(scenario, servers: servers, network: network, tokens: tokens, wrap: wrap, sink: sink, durability: durability,
-                               crashAfter: crash)
-            if crash != nil && last.cutShort == "crashed" {
-                crashes += 1
-                network.clock.advance(nanoseconds: 1_000_000_000)  // the batch system restarts the shard
-                continue
-            }
-            if let death = scenario.serverDeath, last.cutShort == nil, last.summary.stoppedBecause != nil, breakerStops < 2,
-               network.clock.nanoseconds < death.atNanoseconds + death.lastsNanoseconds {
-                // The breaker (or a connection that never worked) stopped the run while the server
-                // was down: its owner resumes once the server is back.
-                breakerStops += 1
-                network.clock.nanoseconds = max(network.clock.nanoseconds, death.atNanoseconds + death.lastsNanoseconds) + 1_000_000_000
-                crashesLeft = crash.map { [$0] + crashesLeft } ?? crashesLeft
-                continue
-            }
-            break
-        }
-        var records: [OutcomeRecord] = []
-        _ = try RecoveredResults.read(try readWholeFile(results) ?? [], format: .ndjson, path: results, columns: .standard) { records.append($0) }
-        return (records, last.summary, last.cutShort, crashes + breakerStops)
-    }
-
     /// One run of the campaign (one process's life) on the simulated crew.
-    private static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
+    static func runOnce(_ scenario: SimulationScenario, servers: [ProviderID: SimulatedServer], network: SimulatedNetwork,
                                 tokens: FCMAccessTokens, wrap: WorkloadWrapper?, sink: OutcomeSink, durability: CampaignDurability?,
                                 crashAfter: UInt64?) throws -> (summary: CampaignSummary, cutShort: String?) {
         let run = try makeRun(scenario, tokens: tokens, wrap: wrap)
@@ -217,12 +189,22 @@ public enum CampaignSimulator {
                                    recordsUnroutable: true, duplicates: .exact(expectedRows: scenario.rows.count), catalog: .standard)
         let lanes = try makeLanes(scenario, tokens: tokens, wrap: wrap)
         let output = CampaignOutput(resultsPath: "(memory)", resultsFormat: .ndjson, prunePath: "(memory)", summaryPath: nil, progress: false)
-        return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: lanes, output: output, machine: .real,
+        return CampaignRun(feeds: [CampaignFeed(reader: reader, preparer: preparer)], lanes: lanes, output: output, machine: machine,
                            totalRows: scenario.rows.count, log: { _ in })
     }
 
-    /// A lane's configuration carries a TLS context; the simulator never handshakes with it.
-    private static let clientContext = Result { () throws(TLSError) in try TLSContext(role: .client, configuration: TLSConfiguration(), files: SecretFile.read) }
+    /// The machine a simulated run is given: the simulator's own files (the sinks and the
+    /// journal are handed in; nothing else is opened) and a clock that never moves (the crew
+    /// keeps the virtual time).
+    static let machine = Machine(files: SimulatedStorage(seed: 0), monotonicClock: { ManualClock() }, wallClockSeconds: { 1_800_000_000 })
+
+    /// A lane's configuration carries a TLS context; the simulator never handshakes with it, and
+    /// it reads no file.
+    private static let clientContext = Result { () throws(TLSError) in
+        try TLSContext(role: .client, configuration: TLSConfiguration()) { _, _ throws(SecretFileError) in
+            throw .cannotOpen(reason: "the simulator has no credential files")
+        }
+    }
 
     static func makeLanes(_ scenario: SimulationScenario, tokens: FCMAccessTokens, wrap: WorkloadWrapper?) throws -> [ProviderLane] {
         var limits = Limits()

@@ -16,6 +16,9 @@ struct SimulationInvariants {
     let servers: [ProviderID: SimulatedServer]
     let records: [OutcomeRecord]
     let summary: CampaignSummary
+    /// Runs stopped and resumed (crashes, power losses, disk faults, the breaker): each resume
+    /// may spend a row's budget anew.
+    let stops: Int
 
     func check(into report: inout SimulationReport) {
         report.rows = scenario.rows.count
@@ -39,8 +42,8 @@ struct SimulationInvariants {
 
     private func checkAgainstLedgers(_ found: inout [String]) {
         // Each run may spend a row's budget: a row that came back unsent (429, 503, refused) when
-        // its run crashed is sent again by the resume, from a fresh budget.
-        let budget = (scenario.retry.attemptsMax + scenario.resendsMax) * (scenario.crashes.count + 1 + (scenario.serverDeath == nil ? 0 : 2))
+        // its run stopped is sent again by the resume, from a fresh budget.
+        let budget = (scenario.retry.attemptsMax + scenario.resendsMax) * (stops + 1)
         let byToken = Dictionary(records.filter { $0.outcome != .duplicate }.map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
         for row in scenario.rows where row.kind != .duplicate {
             let record = byToken[row.token]

@@ -103,6 +103,24 @@ final class BoundedRetryTests: XCTestCase {
         XCTAssertLessThanOrEqual(ready - start, 50_000_000)
     }
 
+    /// A stopped run sends nothing more, so a retry that falls due must not wake the worker: it
+    /// would poll without waiting, turn after turn, until the answers in flight came (the
+    /// simulator found a worker spinning after a failed sync stopped the run).
+    func testAStoppedRunAsksForNoWakeUpForItsRetries() throws {
+        let rig = try Rig(resendsMax: 10)
+        rig.feed(2)
+        var (_, tag) = try XCTUnwrap(rig.workload.nextRequest())
+        rig.workload.failed(tag: tag, failure: .refusedStream)
+        (_, tag) = try XCTUnwrap(rig.workload.nextRequest())
+        rig.workload.failed(tag: tag, failure: .refusedStream)
+        XCTAssertNotNil(rig.workload.nextReadyNanoseconds, "a retry waits")
+        rig.outcomes.stop(reason: "cannot sync results: Input/output error; stopped sending")
+        rig.clock.nanoseconds += 10_000_000_000
+        XCTAssertNil(rig.workload.nextReadyNanoseconds)
+        XCTAssertNil(rig.workload.nextRequest())
+        XCTAssertTrue(rig.workload.isExhausted)
+    }
+
     func testRowDeadlineEndsRetriesOf503() throws {
         // 503 forever with 100 attempts allowed: the 2 s row budget ends it long before.
         let rig = try Rig(resendsMax: 10, rowDeadlineNanoseconds: 2_000_000_000, attemptsMax: 100)

@@ -172,14 +172,9 @@ final class SimulatedThrottleTests: XCTestCase {
 final class ClientWorkerMutationTests: XCTestCase {
     func testTheDefaultSweepCatchesEveryPlantedBug() {
         for mutation in ClientWorkerMutation.allCases {
-            var caught: String?
-            for seed in SimulationTests.seeds {
-                var scenario = SimulationScenario(seed: seed)
+            let caught = firstCatch(seeds: SimulationTests.seeds) { scenario in
                 scenario.mutation = mutation
-                if let violation = CampaignSimulator.run(scenario).violations.first {
-                    caught = "seed \(seed): \(violation)"
-                    break
-                }
+                return true
             }
             XCTAssertNotNil(caught, "\(mutation.rawValue) went unnoticed by seeds \(SimulationTests.seeds)")
             print("mutation \(mutation.rawValue) caught by \(caught ?? "nothing")")
@@ -217,4 +212,15 @@ final class SimulatedHostileAnswerTests: XCTestCase {
         // The seed's network loses a few streams either way; the oversized answers add their own.
         XCTAssertGreaterThan(report.outcomes[.unknown] ?? 0, (calmReport.outcomes[.unknown] ?? 0) + 10, "\(report)\n\(calmReport)")
     }
+}
+
+/// The first violation a sweep of `seeds` finds, named by its seed; `bend` plants the bug in
+/// each seed's scenario, or says to skip the seed (false).
+func firstCatch(seeds: ClosedRange<UInt64>, _ bend: (inout SimulationScenario) -> Bool) -> String? {
+    for seed in seeds {
+        var scenario = SimulationScenario(seed: seed)
+        guard bend(&scenario) else { continue }
+        if let violation = CampaignSimulator.run(scenario).violations.first { return "seed \(seed): \(violation)" }
+    }
+    return nil
 }
