@@ -30,7 +30,7 @@ final class DurabilityOnSimulatedStorageTests: XCTestCase {
         let journalPath = CampaignDurability.journalPath(results: results)
         XCTAssertFalse(String(decoding: storage.contents(journalPath)!, as: UTF8.self).contains("D apns 1B"))
         _ = try second.journal.cover(row: 200, feed: "apns", nowNanoseconds: 0)
-        var marks = try XCTUnwrap(second.journal.dispatchLog(feedKeys: [.apns: "apns"])?.marks(for: .apns))
+        var marks = try XCTUnwrap(second.journal.dispatchLog(feedKeys: ["apns": "apns"])?.marks(forLane: "apns"))
         marks.note(row: 200)
         try marks.write()
         storage.endProcess()
