@@ -10,7 +10,9 @@ import PushcastEngine
 /// 3. a process death writes off as unknown at most what was in flight: connections × the
 ///    stream limit (a power loss falls back to the synced reservations, and may write off more);
 /// 4. a disk fault (EIO, ENOSPC) stops the run with a diagnosis, exit 2 (or 3, resumable, for a
-///    full disk found by a reservation), and the journal stays resumable.
+///    full disk found by a reservation), and the journal stays resumable;
+/// 5. a resume writes off as unknown no more rows than the surviving journal, read here on its
+///    own, says may have gone out.
 struct ResumeLedger {
     struct Stop {
         enum Kind: String { case processDeath = "process death", powerLoss = "power loss", diskFault = "disk fault", breaker }
@@ -20,6 +22,10 @@ struct ResumeLedger {
         var delivered: [ProviderID: [String: Int]]
         /// Rows written off as unknown so far: recorded so, and those a resume would record.
         var writtenOff: Int
+        /// Of those, the rows already recorded `InterruptedInFlight`, and the rows the journal
+        /// says may have gone out (what the next resume may add).
+        var recordedInFlight = 0
+        var mayHaveGoneOut = 0
     }
 
     /// The most rows one process death may write off.
@@ -35,6 +41,7 @@ struct ResumeLedger {
         var recorded: [Int: OutcomeKind] = [:]
         var unknown = 0
         var stop = Stop(kind: kind, recorded: [:], delivered: [:], writtenOff: 0)
+        var mayHaveGoneOut = 0
         for (id, server) in servers { stop.delivered[id] = server.requests.filter { server.deliveries[$0.key, default: 0] > 0 } }
         do {
             let results = try RecoveredResults.read(storage.contents(path) ?? [], format: .ndjson, path: path, columns: .standard) { record in
@@ -44,18 +51,33 @@ struct ResumeLedger {
             let journalPath = CampaignDurability.journalPath(results: path)
             if let journal = storage.contents(journalPath), !journal.isEmpty {
                 let earlier = try JournalState.parse(journal, path: journalPath, boot: boot)
-                unknown += CampaignDurability.Preview(recovered: results, earlier: earlier).unsettled.mayHaveGoneOut
+                mayHaveGoneOut = CampaignDurability.Preview(recovered: results, earlier: earlier).unsettled.mayHaveGoneOut
             }
         } catch {
             violations.append("after a \(kind.rawValue), the files cannot be resumed: \(error.description)")
         }
         stop.recorded = recorded
+        checkResumeWroteOff(recordedInFlight: unknown, since: stops.last)
+        stop.recordedInFlight = unknown
+        stop.mayHaveGoneOut = mayHaveGoneOut
+        unknown += mayHaveGoneOut
         stop.writtenOff = unknown
         let before = stops.last?.writtenOff ?? 0
         if kind == .processDeath && unknown - before > bound {
             violations.append("a process death wrote off \(unknown - before) rows as unknown, over connections × streams = \(bound)")
         }
         stops.append(stop)
+    }
+
+    /// Rule 5: the `InterruptedInFlight` records added since `previous` (by the resume after it)
+    /// are at most what its journal said may have gone out.
+    mutating func checkResumeWroteOff(recordedInFlight: Int, since previous: Stop?) {
+        guard let previous else { return }
+        let added = recordedInFlight - previous.recordedInFlight
+        if added > previous.mayHaveGoneOut {
+            violations.append("the resume after the \(previous.kind.rawValue) wrote off \(added) rows as unknown; "
+                + "its journal says at most \(previous.mayHaveGoneOut) may have gone out")
+        }
     }
 
     /// A run in which a disk fault fired: EIO stops it with exit 2, a full disk with 2 or 3 (or
@@ -76,7 +98,9 @@ struct ResumeLedger {
 
     /// Against the final results and the servers' final ledgers.
     func check(records: [OutcomeRecord], servers: [ProviderID: SimulatedServer], into found: inout [String]) {
-        found += violations
+        var ledger = self
+        ledger.checkResumeWroteOff(recordedInFlight: records.filter { $0.reason == OutcomeReason.interruptedInFlight }.count, since: stops.last)
+        found += ledger.violations
         let finalOutcomes = Dictionary(records.map { ($0.row, $0.outcome) }, uniquingKeysWith: { a, _ in a })
         for (number, stop) in stops.enumerated() {
             let name = "the \(stop.kind.rawValue) (stop \(number + 1))"
