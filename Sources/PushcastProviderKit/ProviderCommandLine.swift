@@ -83,7 +83,12 @@ public struct ProviderConnection: Sendable {
     public var streams: Int
     /// The response headers its adapter reads (lower case): the HTTP/2 client keeps only these.
     public var responseHeaders: [String]
-    public init(endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, responseHeaders: [String]) {
+    /// Whether a 2xx answer's headers are kept too (Web Push's Location names the message);
+    /// off, a success costs no header array.
+    public var responseHeadersOnSuccess: Bool
+    public init(endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, responseHeaders: [String],
+                responseHeadersOnSuccess: Bool = false) {
+        self.responseHeadersOnSuccess = responseHeadersOnSuccess
         self.endpoint = endpoint
         self.tls = tls
         self.connections = connections

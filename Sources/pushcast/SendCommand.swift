@@ -242,6 +242,7 @@ enum SendCommand {
         var client = try client(connection.endpoint, tls: connection.tls, connections: connection.connections,
                                 streams: connection.streams, tuning.connection)
         client.limits.responseHeadersKept = connection.responseHeaders
+        client.limits.responseHeadersKeptOnSuccess = connection.responseHeadersOnSuccess
         let limiter = tuning.rates[setup.id].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
         return ProviderLane(provider: setup.id, client: client, connections: connection.connections, workers: tuning.workers,
                             policy: tuning.policy(limiter: limiter), factory: factory)
