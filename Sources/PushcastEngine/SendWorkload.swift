@@ -89,10 +89,14 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private var dispatch: DispatchMarks?
     /// A dispatch mark could not be written: nothing more may go out.
     private var dispatchBroken = false
+    /// Stops this worker's lane alone (`CredentialDecision.stopLane`); without it, the run stops.
+    private let breakLane: (@Sendable (String) -> Void)?
 
     public init(adapter: Adapter, policy: SendPolicy, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
-                clock: MonotonicClock, random: RandomSource, inFlightMax: Int, dispatch: DispatchMarks? = nil) {
+                clock: MonotonicClock, random: RandomSource, inFlightMax: Int, dispatch: DispatchMarks? = nil,
+                breakLane: (@Sendable (String) -> Void)? = nil) {
         self.dispatch = dispatch
+        self.breakLane = breakLane
         self.adapter = adapter
         layout = adapter.layout
         self.policy = policy
@@ -282,6 +286,9 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             case .stop(let message):
                 finish(index, &notification, .failed, status: answer.status, reason: reason)
                 outcomes.stop(reason: message)
+            case .stopLane(let message):
+                finish(index, &notification, .failed, status: answer.status, reason: reason)
+                if let breakLane { breakLane(message) } else { outcomes.stop(reason: message) }
             }
         case .stopRun(let reason, let message):
             finish(index, &notification, .failed, status: answer.status, reason: reason)

@@ -34,6 +34,9 @@ public enum CredentialDecision: Sendable, Equatable {
     case retry
     /// The credential cannot be renewed: stop the run with this message.
     case stop(String)
+    /// The credential of this lane's server (one of a routed provider's) cannot be renewed: this
+    /// lane stops with this message, its unsent rows left for a resume; the other lanes carry on.
+    case stopLane(String)
 }
 
 /// Where a notification's own parts go in the provider's request. The body always goes in the

@@ -35,12 +35,13 @@ public final class WebPushLaneCredential: Sendable {
     }
 
     /// The push service refused the token of `generation` (401/403): a newer one is retried; the
-    /// first refusal renews the token once; a renewed token refused again stops the run.
+    /// first refusal renews the token once; a renewed token refused again stops this push
+    /// service's lane (the others carry on: another service may take the same key).
     public func rejected(generation: UInt64) -> CredentialDecision {
         state.withLock { state in
             if generation < state.generation { return .retry }
             guard !state.renewedAfterRefusal else {
-                return .stop("\(origin) refused the VAPID token twice (a fresh one too): the key is not the one these subscriptions "
+                return .stopLane("\(origin) refused the VAPID token twice (a fresh one too): the key is not the one these subscriptions "
                              + "were made with, or the subject is refused; check --vapid-key and --vapid-subject")
             }
             state.renewedAfterRefusal = true
