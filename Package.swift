@@ -99,7 +99,7 @@ let package = Package(
         .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastMock", "PushcastCommandLine",
                                                             "PushcastTransport", "PushcastWire", "COpenSSL"]),
         .testTarget(name: "PushcastWebPushTests", dependencies: ["PushcastWebPush", "PushcastJSON", "PushcastWire", "PushcastCore", "PushcastProviderKit", "PushcastCommandLine",
-                                                              "PushcastEngine", "PushcastInput", "PushcastAPNs", "PushcastProviders", "PushcastSimulation", "PushcastTransport", "PushcastSystem", "COpenSSL"]),
+                                                              "PushcastEngine", "PushcastInput", "PushcastAPNs", "PushcastProviders", "PushcastSimulation", "PushcastTransport", "PushcastSystem", "PushcastReactor", "COpenSSL"]),
         .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastAPNs", "PushcastFCM", "PushcastJSON",
                                                                "PushcastProviderKit", "PushcastProviders", "PushcastTransport", "PushcastSystem"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),
