@@ -123,6 +123,11 @@ public protocol ProviderSetup: AnyObject {
     func start(onFatal: @escaping @Sendable (String) -> Void) throws -> any AdapterFactory
     /// A routed provider's: the adapters of the lane for `route`, after `start`.
     func adapters(route: String) throws -> any AdapterFactory
+    /// `check`: what sending a rendered body would find wrong with it beyond what rendering
+    /// checks (Web Push: a key that is not on the curve, found only when the worker seals it).
+    func sendProblem(body: [UInt8]) -> RowProblem?
+    /// `check`: a rendered body as text for the user (Web Push: its payload, not its keys).
+    func bodyText(_ body: [UInt8]) -> String
     /// After the run: stops what `start` started; a line for the user, or nil.
     func finish() -> String?
 }
@@ -133,6 +138,8 @@ extension ProviderSetup {
         throw ProviderSetupError("\(id.rawValue) sends to one server: it has no lane per route")
     }
     public func requireSendable() throws {}
+    public func sendProblem(body: [UInt8]) -> RowProblem? { nil }
+    public func bodyText(_ body: [UInt8]) -> String { String(decoding: body, as: UTF8.self) }
     public func finish() -> String? { nil }
 }
 

@@ -123,6 +123,23 @@ final class WebPushSetup: ProviderSetup {
         return "first Web Push request: POST \(sample.redactedToken) (aes128gcm, VAPID)"
     }
 
+    /// The key is made into an OpenSSL key as the worker would: a point off the curve is
+    /// refused (RFC 8291 §7). (The payload's size was checked when it was rendered: at most
+    /// 3,993 bytes, which encrypt to one 4096-byte record.)
+    func sendProblem(body: [UInt8]) -> RowProblem? {
+        guard body.count >= WebPushRendering.keyBytes,
+              body.withUnsafeBytes({ P256Key.publicKey(point: UnsafeRawBufferPointer(rebasing: $0[0..<P256Key.pointBytes])) }) != nil else {
+            return RowProblem(reason: WebPushReason.invalidSubscription, field: "p256dh", message: "not a point on the P-256 curve")
+        }
+        return nil
+    }
+
+    /// The payload, and the size of the body it encrypts to; never the keys.
+    func bodyText(_ body: [UInt8]) -> String {
+        let payload = body.dropFirst(WebPushRendering.keyBytes)
+        return String(decoding: payload, as: UTF8.self) + " (\(WebPushContentCoding.bodyBytes(plaintextBytes: payload.count)) bytes encrypted, aes128gcm)"
+    }
+
     func connection() throws -> ProviderConnection {
         throw ProviderSetupError("Web Push connects to each push service: a lane per origin")
     }

@@ -60,6 +60,15 @@ final class WebPushCommandLineTests: XCTestCase {
         XCTAssertEqual(lines.first, "Web Push VAPID key: k=\(VAPIDTests.sec1Public), subject mailto:push@example.com; a test token signed")
         XCTAssertEqual(lines.last, "Web Push headers: ttl: 60, content-encoding: aes128gcm, content-type: application/octet-stream, urgency: low")
         XCTAssertFalse(lines.joined().contains("PRIVATE"))
+        // Each row's key is checked as the worker would make it; the body shows its payload only.
+        let (subscription, _, auth) = try freshSubscription()
+        let body = subscription.p256dh + auth + Array(#"{"t":1}"#.utf8)
+        XCTAssertNil(setup.sendProblem(body: body))
+        var offCurve = body
+        offCurve[64] ^= 1
+        XCTAssertEqual(setup.sendProblem(body: offCurve),
+                       RowProblem(reason: "InvalidSubscription", field: "p256dh", message: "not a point on the P-256 curve"))
+        XCTAssertEqual(setup.bodyText(body), #"{"t":1} (110 bytes encrypted, aes128gcm)"#)
         XCTAssertEqual(setup.firstRequestLine(sample: (redactedToken: "https://push.example.net/…", messageID: nil)),
                        "first Web Push request: POST https://push.example.net/… (aes128gcm, VAPID)")
     }
