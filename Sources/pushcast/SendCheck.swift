@@ -100,7 +100,7 @@ extension SendCommand {
     static func checked(_ prepared: PreparedRow, _ plan: Plan) -> PreparedRow {
         guard case .send(let n) = prepared, let setup = plan.setups.first(where: { $0.id == n.provider }),
               let problem = setup.sendProblem(body: n.payload) else { return prepared }
-        let error = "\(plan.fileName): data row \(n.row): " + (problem.field.map { "\($0): " } ?? "") + problem.message
+        let error = "\(plan.fileName): " + (problem.field.map { "field '\($0)': " } ?? "") + problem.message
         return .finished(OutcomeRecord(row: n.row, id: n.id, token: n.packedToken, provider: n.provider, outcome: .invalid, reason: problem.reason,
                                        error: error))
     }
