@@ -44,7 +44,7 @@ public final class LaneWiring: @unchecked Sendable {
         WorkloadContext(channel: channels[index], outcomes: outcomes, gauge: gauges[index], clock: clock, random: random,
                         inFlightMax: shares[index] * lane.client.limits.streamsPerConnectionMax,
                         dispatch: outcomes.dispatch?.marks(forLane: lane.key),
-                        breakLane: { [weak self] reason in self?.breakLane(reason: reason, resumable: true, outcomes: outcomes) })
+                        breakLane: { [weak self] reason in self?.breakLane(reason: reason, resumable: false, outcomes: outcomes) })
     }
 
     /// Notifications that can be between the reader and an answer at once in this lane.

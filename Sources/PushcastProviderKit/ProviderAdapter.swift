@@ -35,7 +35,8 @@ public enum CredentialDecision: Sendable, Equatable {
     /// The credential cannot be renewed: stop the run with this message.
     case stop(String)
     /// The credential of this lane's server (one of a routed provider's) cannot be renewed: this
-    /// lane stops with this message, its unsent rows left for a resume; the other lanes carry on.
+    /// lane stops with this message (exit 2, as for `stop`), its unsent rows left for a resume;
+    /// the other lanes carry on.
     case stopLane(String)
 }
 

@@ -39,6 +39,15 @@ final class SimulatedPushService: SimulatedProvider {
     func transient(status: Int) -> HTTP2Response { HTTP2Response(status: status) }
 }
 
+/// A push service that refuses every VAPID token as Apple does.
+final class RefusingPushService: SimulatedProvider {
+    var provider: ProviderID { .webpush }
+    func token(path: String, body: [UInt8]) -> String { path }
+    func accepted(_ random: SplitMix64) -> HTTP2Response { HTTP2Response(status: 403, body: Array(#"{"reason":"BadJwtToken"}"#.utf8)) }
+    func unregistered() -> HTTP2Response { accepted(SplitMix64(seed: 0)) }
+    func transient(status: Int) -> HTTP2Response { HTTP2Response(status: status) }
+}
+
 /// A campaign of APNs and Web Push rows over three push services, through the real reader,
 /// preparer, lanes (one per origin), workloads and outcome loop, on the simulator's virtual
 /// network: every row has one outcome, and every delivered body decrypts to its payload.
@@ -83,7 +92,7 @@ final class WebPushCampaignTests: XCTestCase {
         return input
     }
 
-    func makeRun(_ csv: String, rows: Int, signer: VAPIDSigner) throws -> CampaignRun {
+    func makeRun(_ csv: String, rows: Int, signer: VAPIDSigner, ports: [Int] = WebPushCampaignTests.ports) throws -> CampaignRun {
         let catalog = ProviderCatalog.standard
         let reader = try TokenFileReader(source: MemoryByteSource(Array(csv.utf8)), format: .csv, fileName: "mixed.csv")
         let layout = try RowLayout(columns: reader.columns, idColumn: nil, defaultProvider: .apns, fileName: "mixed.csv", catalog: catalog)
@@ -110,7 +119,7 @@ final class WebPushCampaignTests: XCTestCase {
             APNsAdapter(settings: settings)
         }]
         let messageHeaders = try WebPushMessageHeaders(ttlSeconds: 60)
-        for port in Self.ports {
+        for port in ports {
             let origin = "https://push.sim:\(port)"
             let web = WebPushSendSettings(authority: "push.sim:\(port)", credential: WebPushLaneCredential(origin: origin, signer: signer),
                                           headers: messageHeaders)
@@ -180,5 +189,36 @@ final class WebPushCampaignTests: XCTestCase {
         XCTAssertEqual(Set(sink.records.filter { $0.outcome == .delivered && $0.provider == .webpush }.map { String($0.token.prefix(21)) }).count, 3,
                        "all three push services delivered")
         XCTAssertEqual(signer.signatureCount, 3, "one VAPID token per origin")
+    }
+
+    /// A push service that refuses the VAPID token, and a fresh one after it, stops its own lane:
+    /// the APNs lane delivers every row, the refused rows are `failed` `BadVAPID`, and the rows
+    /// never sent have no outcome (a resume sends them).
+    func testAPushServiceRefusingTheVAPIDTokenStopsOnlyItsLane() throws {
+        let rows = 60
+        let input = try Self.input(rows: rows)
+        var calm = FaultModel()
+        calm.deadTokens = 0
+        let webServer = SimulatedServer(provider: RefusingPushService(), model: calm, seed: 21)
+        let apnsServer = SimulatedServer(provider: APNsSimulatedAnswers(), model: calm, seed: 22)
+        let signer = try VAPIDSigner(key: try VAPIDKey.generate(), subject: "mailto:push@example.com", clock: ManualClock())
+        let sink = RecordingSink()
+        let run = try makeRun(input.csv.replacingOccurrences(of: ":1002/", with: ":1001/").replacingOccurrences(of: ":1003/", with: ":1001/"),
+                              rows: rows, signer: signer, ports: [1001])
+        let (summary, cutShort) = CampaignSimulator.run(run, servers: [.apns: apnsServer, .webpush: webServer], clock: ManualClock(), seed: 4, sink: sink)
+        XCTAssertNil(cutShort, "the run ended by itself")
+        let stopped = summary.stoppedBecause ?? "not stopped"
+        XCTAssertTrue(stopped.hasPrefix("https://push.sim:1001 refused the VAPID token twice"), stopped)
+        XCTAssertTrue(stopped.hasSuffix("; the other lanes carried on"), stopped)
+        let byRow = Dictionary(uniqueKeysWithValues: sink.records.map { ($0.row, $0) })
+        for (row, kind) in input.kinds where kind == "apns" {
+            XCTAssertEqual(byRow[row]?.outcome, .delivered, "row \(row)")
+        }
+        let refused = sink.records.filter { $0.provider == .webpush && $0.outcome == .failed }
+        XCTAssertFalse(refused.isEmpty)
+        XCTAssertTrue(refused.allSatisfy { $0.reason == "BadVAPID (BadJwtToken)" }, "\(refused.map(\.reason))")
+        let sentWeb = input.kinds.filter { $0.value == "web" || $0.value == "offCurve" }.count
+        XCTAssertLessThan(sink.records.filter { $0.provider == .webpush && $0.outcome != .invalid }.count, sentWeb, "some rows were never sent")
+        XCTAssertEqual(signer.signatureCount, 2, "one token, then one fresh one")
     }
 }
