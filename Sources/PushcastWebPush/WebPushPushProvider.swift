@@ -63,34 +63,29 @@ public enum WebPushReason {
 /// port of 443 left out (`WebPushOrigin`), then the path as given. A token column holding a
 /// whole subscription JSON gives its `endpoint`.
 public enum WebPushEndpoint {
+    /// Runs once per row on the reader thread: no allocation once `output` has grown, but for a
+    /// token column holding a subscription's JSON.
     public static func normalize(_ raw: UnsafeRawBufferPointer, into output: inout [UInt8]) -> TokenProblem? {
         var start = 0, end = raw.count
         while start < end && isSpace(raw[start]) { start += 1 }
         while end > start && isSpace(raw[end - 1]) { end -= 1 }
         let trimmed = UnsafeRawBufferPointer(rebasing: raw[start..<end])
-        let endpoint: String
         if trimmed.first == UInt8(ascii: "{") {
-            guard let found = subscriptionEndpoint(trimmed) else { return TokenProblem("the subscription JSON has no endpoint string") }
-            endpoint = found
-        } else {
-            guard trimmed.count <= WebPushSubscription.endpointBytesMax else {
-                return TokenProblem("the endpoint \(WebPushEndpointProblem.tooLong(bytesMax: WebPushSubscription.endpointBytesMax))")
-            }
-            endpoint = String(decoding: trimmed, as: UTF8.self)
+            guard var endpoint = subscriptionEndpoint(trimmed) else { return TokenProblem("the subscription JSON has no endpoint string") }
+            return endpoint.withUTF8 { normalize(url: UnsafeRawBufferPointer($0), into: &output) }
         }
-        let origin: String
-        switch WebPushOrigin.parse(endpoint: endpoint) {
-        case .success(let parsed): origin = parsed
-        case .failure(let problem): return TokenProblem("the endpoint \(problem.description)")
+        return normalize(url: trimmed, into: &output)
+    }
+
+    private static func normalize(url: UnsafeRawBufferPointer, into output: inout [UInt8]) -> TokenProblem? {
+        switch WebPushOrigin.origin(of: url, into: &output) {
+        case .failure(let problem):
+            return TokenProblem("the endpoint \(problem.description)")
+        case .success(let authorityEnd):
+            guard authorityEnd < url.count, url[authorityEnd] == UInt8(ascii: "/") else { return TokenProblem("the endpoint has no path") }
+            output.append(contentsOf: url[authorityEnd...])
+            return nil
         }
-        let bytes = Array(endpoint.utf8)
-        let scheme = 8
-        let authorityEnd = bytes[scheme...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
-        guard authorityEnd < bytes.count, bytes[authorityEnd] == UInt8(ascii: "/") else { return TokenProblem("the endpoint has no path") }
-        output.removeAll(keepingCapacity: true)
-        output.append(contentsOf: origin.utf8)
-        output.append(contentsOf: bytes[authorityEnd...])
-        return nil
     }
 
     /// The origin's length in a normalised endpoint: up to the path's first `/`.

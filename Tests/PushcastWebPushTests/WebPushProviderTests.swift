@@ -23,6 +23,7 @@ final class WebPushProviderTests: XCTestCase {
         XCTAssertEqual(try normalized("  HTTPS://Push.Example.NET:443/Push/AbC \r").get(), "https://push.example.net/Push/AbC")
         XCTAssertEqual(try normalized("https://updates.push.services.mozilla.com:8443/wpush/v2/x").get(),
                        "https://updates.push.services.mozilla.com:8443/wpush/v2/x")
+        XCTAssertEqual(try normalized("https://push.example.net:08443/x").get(), "https://push.example.net:8443/x")
         let json = #"{"endpoint":"https://Web.Push.Apple.com/QGx?x=1","keys":{"p256dh":"k","auth":"a"}}"#
         XCTAssertEqual(try normalized(json).get(), "https://web.push.apple.com/QGx?x=1", "a subscription's JSON gives its endpoint")
         func refusal(_ raw: String) -> String? {
