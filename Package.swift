@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "PushcastWebPush", dependencies: ["PushcastCore", "PushcastJSON", "PushcastWire", "PushcastProviderKit", "PushcastCommandLine", "COpenSSL"],
                 swiftSettings: hotPath),
         // The catalog the command sends to, one line per provider.
-        .target(name: "PushcastProviders", dependencies: ["PushcastProviderKit", "PushcastAPNs", "PushcastFCM", "PushcastEngine"]),
+        .target(name: "PushcastProviders", dependencies: ["PushcastProviderKit", "PushcastAPNs", "PushcastFCM", "PushcastWebPush", "PushcastEngine"]),
         .target(name: "PushcastWire", dependencies: ["PushcastCore", "COpenSSL", "CNGHTTP2"], swiftSettings: hotPath),
         // Blocking calls that are not the network: files, the journal's storage, scratch files,
         // signals, the process, resource usage, the environment and the clocks.
@@ -83,7 +83,7 @@ let package = Package(
                                "PushcastAPNs", "PushcastFCM", "PushcastInput", "PushcastReactor"]),
         // Fuzz bodies: pure functions of bytes, replayed over the committed corpus by
         // PushcastFuzzingTests and driven by libFuzzer from Tests/Fuzz.
-        .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastWebPush", "PushcastWire"]),
+        .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastWebPush", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
             dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders", "PushcastEngine", "PushcastWire", "PushcastReactor",
@@ -98,7 +98,8 @@ let package = Package(
                                                              "PushcastWire", "COpenSSL"]),
         .testTarget(name: "PushcastFCMTests", dependencies: ["PushcastFCM", "PushcastJSON", "PushcastReactor", "PushcastSystem", "PushcastProviderKit", "PushcastMock", "PushcastCommandLine",
                                                             "PushcastTransport", "PushcastWire", "COpenSSL"]),
-        .testTarget(name: "PushcastWebPushTests", dependencies: ["PushcastWebPush", "PushcastJSON", "PushcastWire", "PushcastCore", "COpenSSL"]),
+        .testTarget(name: "PushcastWebPushTests", dependencies: ["PushcastWebPush", "PushcastJSON", "PushcastWire", "PushcastCore", "PushcastProviderKit", "PushcastCommandLine",
+                                                              "PushcastEngine", "PushcastInput", "PushcastAPNs", "PushcastProviders", "PushcastSimulation", "PushcastTransport", "PushcastSystem", "PushcastReactor", "COpenSSL"]),
         .testTarget(name: "PushcastEngineTests", dependencies: ["PushcastEngine", "PushcastMock", "PushcastAPNs", "PushcastFCM", "PushcastJSON",
                                                                "PushcastProviderKit", "PushcastProviders", "PushcastTransport", "PushcastSystem"]),
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),

@@ -69,7 +69,7 @@ IMPORT_RULES = {
                     'the FCM provider; never another provider'),
     'PushcastWebPush': ({'PushcastCore', 'PushcastJSON', 'PushcastWire', 'PushcastProviderKit', 'PushcastCommandLine', 'COpenSSL'},
                         'the Web Push provider; never another provider'),
-    'PushcastProviders': ({'PushcastProviderKit', 'PushcastEngine', 'PushcastAPNs', 'PushcastFCM'},
+    'PushcastProviders': ({'PushcastProviderKit', 'PushcastEngine', 'PushcastAPNs', 'PushcastFCM', 'PushcastWebPush'},
                           'the catalog the command sends to, one line per provider'),
     'PushcastSystem': ({'PushcastCore', 'CSystem'} | LIBC,
                        'a system module: files, the journal, signals, the process, the environment, the clocks'),
@@ -90,7 +90,7 @@ IMPORT_RULES = {
                             'PushcastProviderKit', 'PushcastProviders', 'PushcastAPNs', 'PushcastFCM', 'PushcastInput'},
                            'whole campaigns in memory on a virtual clock: no PushcastReactor, no PushcastSystem'),
     'PushcastFuzzing': ({'PushcastCore', 'PushcastJSON', 'PushcastInput', 'PushcastAPNs', 'PushcastFCM',
-                         'PushcastWebPush', 'PushcastWire'}, 'fuzz bodies: pure functions of bytes'),
+                         'PushcastProviderKit', 'PushcastWebPush', 'PushcastWire'}, 'fuzz bodies: pure functions of bytes'),
     'pushcast': ((SWIFT_MODULES - {'PushcastFuzzing'}) | {'Foundation', 'Dispatch'} | LIBC,
                  'the CLI: wires the modules together'),
 }

@@ -59,10 +59,13 @@ public struct CampaignPlan {
     }
 
     /// The providers that can get rows: every configured one when rows name their platform,
-    /// else the default provider alone.
+    /// else the default provider and those whose own token column the input has (an
+    /// `endpoint` column: Web Push).
     public var activeProviders: [ProviderID] {
         let configured = catalog.ids.filter { renderings[$0] != nil }
-        return layout.providerColumn == nil ? configured.filter { $0 == layout.defaultProvider } : configured
+        guard layout.providerColumn == nil else { return configured }
+        let owners = Set(layout.tokenColumnOwners.compactMap { $0 })
+        return configured.filter { $0 == layout.defaultProvider || owners.contains($0) }
     }
 
     public func preparer(sends: Set<ProviderID>, recordsUnroutable: Bool) -> RowPreparer {

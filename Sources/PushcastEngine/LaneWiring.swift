@@ -28,6 +28,8 @@ public final class LaneWiring: @unchecked Sendable {
     /// requests, the rows queued for it are never sent (no results line: resumable), and the
     /// other lanes carry on. When every lane is broken, the run stops.
     public func breakLane(reason: String, resumable: Bool, outcomes: OutcomeChannel) {
+        // Once: another worker of the lane may find the same fault.
+        guard !channels.allSatisfy(\.isLaneBroken) else { return }
         for channel in channels { channel.breakLane() }
         if board?.wirings.allSatisfy({ $0.channels.allSatisfy(\.isLaneBroken) }) ?? true {
             outcomes.stop(reason: reason, resumable: resumable)
@@ -41,7 +43,8 @@ public final class LaneWiring: @unchecked Sendable {
     public func context(worker index: Int, outcomes: OutcomeChannel, clock: TurnClock, random: RandomSource) -> WorkloadContext {
         WorkloadContext(channel: channels[index], outcomes: outcomes, gauge: gauges[index], clock: clock, random: random,
                         inFlightMax: shares[index] * lane.client.limits.streamsPerConnectionMax,
-                        dispatch: outcomes.dispatch?.marks(forLane: lane.key))
+                        dispatch: outcomes.dispatch?.marks(forLane: lane.key),
+                        breakLane: { [weak self] reason in self?.breakLane(reason: reason, resumable: false, outcomes: outcomes) })
     }
 
     /// Notifications that can be between the reader and an answer at once in this lane.

@@ -12,6 +12,8 @@ public struct WorkloadContext {
     public let inFlightMax: Int
     /// Where the workload records the rows it hands to a connection (nil: no journal).
     public let dispatch: DispatchMarks?
+    /// Stops this lane alone (`LaneWiring.breakLane`), with a message for the user.
+    public var breakLane: (@Sendable (String) -> Void)? = nil
 }
 
 /// A send loop a campaign worker runs: a `ClientWorkload` that can hand over what it holds when
@@ -70,7 +72,8 @@ public struct ProviderLane: Sendable {
                                           policy: SendPolicy, makeAdapter: @escaping @Sendable () -> Adapter) {
         self.init(provider: provider, client: client, connections: connections, workers: workers) { c in
             SendWorkload(adapter: makeAdapter(), policy: policy, channel: c.channel, outcomes: c.outcomes,
-                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch)
+                         gauge: c.gauge, clock: c.clock, random: c.random, inFlightMax: c.inFlightMax, dispatch: c.dispatch,
+                         breakLane: c.breakLane)
         }
     }
 }

@@ -25,6 +25,7 @@ public struct ReasonCatalog: Sendable {
     /// `Status5xx` for an answer without a reason (`Status503`), else `other`.
     public func label(_ reason: String) -> String {
         if byReason[reason] != nil { return reason }
+        if let base = Self.base(reason), byReason[base] != nil { return base }
         let utf8 = Array(reason.utf8)
         if utf8.count == 9, reason.hasPrefix("Status"), utf8[6...].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
             return "Status\(Character(UnicodeScalar(utf8[6])))xx"
@@ -33,7 +34,16 @@ public struct ReasonCatalog: Sendable {
     }
 
     /// What the catalog says about a reason (nil for reasons it does not know).
-    public func entry(_ reason: String) -> Entry? { byReason[reason] }
+    public func entry(_ reason: String) -> Entry? { byReason[reason] ?? Self.base(reason).flatMap { byReason[$0] } }
+
+    /// A reason with the server's detail after it in parentheses (Web Push's `Gone (errno 106)`)
+    /// is known by the reason before it.
+    static func base(_ reason: String) -> String? {
+        let bytes = Array(reason.utf8)
+        guard bytes.last == UInt8(ascii: ")"), let open = bytes.indices.dropLast().first(where: { bytes[$0] == 0x20 && bytes[$0 + 1] == UInt8(ascii: "(") })
+        else { return nil }
+        return String(decoding: bytes[..<open], as: UTF8.self)
+    }
 
     /// pushcast's own reasons (docs/USAGE.md, "Output files").
     static let own = ReasonTable(source: "pushcast", reference: "docs/USAGE.md, Output files", [

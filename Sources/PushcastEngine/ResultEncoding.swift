@@ -70,8 +70,8 @@ public final class ByteBuffer: ByteSink {
 }
 
 /// The results' columns for a catalog of providers: the fixed ones, and each provider's
-/// message-id column (`PushProvider.messageIDField`) in catalog order. For APNs and FCM:
-/// `row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error`.
+/// message-id column (`PushProvider.messageIDField`) in catalog order. For the standard catalog:
+/// `row,id,token,provider,outcome,status,reason,apns_id,fcm_name,location,unregistered_at,attempts,latency_ms,duplicate_of,error`.
 public struct ResultColumns: Sendable {
     public let catalog: ProviderCatalog
     /// The message-id columns.

@@ -72,6 +72,11 @@ public struct RowLayout: Sendable {
     public var providerColumns: [Int]
     public var idColumns: [Int]
     public var defaultProvider: ProviderID
+    /// By token column (`tokenColumns`' order): the provider whose own column it is (a
+    /// `PushProvider.tokenColumns` name), or nil for `token`.
+    public var tokenColumnOwners: [ProviderID?]
+    /// The providers' own token columns by name, kept to resolve the layout again.
+    public var providerTokenColumns: [(name: String, provider: ProviderID)]
     /// `--id-column`, kept to resolve the layout again when NDJSON columns grow.
     public var idColumnName: String?
     /// The column count this layout was resolved against.
@@ -83,10 +88,14 @@ public struct RowLayout: Sendable {
 
     /// Finds the columns by name: `token` (required), `platform` or `provider`, and the identity
     /// column (`idColumn`, or `device_id` when present).
-    public init(columns: [String], idColumn: String?, defaultProvider: ProviderID, fileName: String) throws(CampaignError) {
-        self.init(growing: columns, idColumn: idColumn, defaultProvider: defaultProvider)
+    /// `catalog`: its providers' own token columns (`PushProvider.tokenColumns`) are further
+    /// candidates after `token`.
+    public init(columns: [String], idColumn: String?, defaultProvider: ProviderID, fileName: String,
+                catalog: ProviderCatalog? = nil) throws(CampaignError) {
+        self.init(growing: columns, idColumn: idColumn, defaultProvider: defaultProvider, catalog: catalog)
         guard !tokenColumns.isEmpty else {
-            throw CampaignError.input("\(fileName): no 'token' column (columns: \(columns.joined(separator: ", ")))")
+            let names = (["token"] + providerTokenColumns.map(\.name)).map { "'\($0)'" }.joined(separator: " or ")
+            throw CampaignError.input("\(fileName): no \(names) column (columns: \(columns.joined(separator: ", ")))")
         }
         if let idColumn, idColumns.isEmpty {
             throw CampaignError.options("--id-column \(idColumn): no such column in \(fileName) (columns: \(columns.joined(separator: ", ")))")
@@ -95,13 +104,27 @@ public struct RowLayout: Sendable {
 
     /// The same, never failing: for NDJSON read once (stdin), whose keys may first appear on any
     /// line. Without a token column yet, every row is `MissingToken` until one appears.
-    public init(growing columns: [String], idColumn: String?, defaultProvider: ProviderID) {
+    public init(growing columns: [String], idColumn: String?, defaultProvider: ProviderID, catalog: ProviderCatalog? = nil) {
+        self.init(growing: columns, idColumn: idColumn, defaultProvider: defaultProvider,
+                  providerTokenColumns: catalog?.providers.flatMap { p in p.tokenColumns.map { (name: $0, provider: p.id) } } ?? [])
+    }
+
+    init(growing columns: [String], idColumn: String?, defaultProvider: ProviderID, providerTokenColumns: [(name: String, provider: ProviderID)]) {
         func candidates(_ name: String) -> [Int] {
             let lowered = name.lowercased()
             let exact = columns.indices.filter { columns[$0] == name }
             return exact + columns.indices.filter { columns[$0] != name && columns[$0].lowercased() == lowered }
         }
-        tokenColumns = candidates("token")
+        var tokens = candidates("token")
+        var owners = [ProviderID?](repeating: nil, count: tokens.count)
+        for (name, provider) in providerTokenColumns {
+            let found = candidates(name).filter { !tokens.contains($0) }
+            tokens += found
+            owners += found.map { _ in provider }
+        }
+        tokenColumns = tokens
+        tokenColumnOwners = owners
+        self.providerTokenColumns = providerTokenColumns
         providerColumns = candidates("platform") + candidates("provider")
         idColumns = candidates(idColumn ?? "device_id")
         self.defaultProvider = defaultProvider
@@ -114,6 +137,20 @@ public struct RowLayout: Sendable {
     static func first(_ candidates: [Int], in view: RowView) -> Int? {
         for column in candidates where view.field(column) != nil { return column }
         return nil
+    }
+
+    /// The row's token column (by index into `tokenColumns`): the first candidate it fills, else
+    /// the first it has (an empty CSV field is there, and blank). A mixed export leaves `token`
+    /// empty on the rows whose token is in another provider's column.
+    @inline(__always)
+    func tokenCandidate(in view: RowView) -> Int? {
+        var present: Int? = nil
+        for (index, column) in tokenColumns.enumerated() {
+            guard let value = view.field(column) else { continue }
+            if value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) { return index }
+            if present == nil { present = index }
+        }
+        return present
     }
 }
 
@@ -235,7 +272,8 @@ public struct RowPreparer {
     @inline(__always)
     public mutating func follow(_ reader: any RowSource) {
         if isBehind(columnCount: reader.columnCount) {
-            layout = RowLayout(growing: reader.columns, idColumn: layout.idColumnName, defaultProvider: layout.defaultProvider)
+            layout = RowLayout(growing: reader.columns, idColumn: layout.idColumnName, defaultProvider: layout.defaultProvider,
+                               providerTokenColumns: layout.providerTokenColumns)
         }
     }
 
@@ -360,8 +398,9 @@ public struct RowPreparer {
     /// `wantID: false` leaves the id of a valid row out (the duplicate plan needs none).
     private mutating func check(_ view: RowView, wantID: Bool = true) -> Checked {
         func rowID() -> String? { self.rowID(view) }
-        let tokenColumn = RowLayout.first(layout.tokenColumns, in: view) ?? -1
-        var provider = layout.defaultProvider
+        let candidate = layout.tokenCandidate(in: view)
+        let tokenColumn = candidate.map { layout.tokenColumns[$0] } ?? -1
+        var provider = candidate.flatMap { layout.tokenColumnOwners[$0] } ?? layout.defaultProvider
         if let column = RowLayout.first(layout.providerColumns, in: view), let value = view.field(column),
            value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
             guard let parsed = catalog.provider(columnBytes: value) else {
@@ -417,6 +456,11 @@ public struct RowPreparer {
         guard let renderer = renderers[provider.position] else { preconditionFailure("\(provider) rows routed without a rendering") }
         payload.removeAll(keepingCapacity: true)
         let size = tokenBytes.withUnsafeBytes { tokenUTF8 in renderer.render(token: tokenUTF8, into: &payload) { view.field($0) } }
+        if size == RowProblem.size {
+            let why = renderer.rowProblem ?? RowProblem(reason: OutcomeReason.invalidToken, field: nil, message: "the row cannot make a \(renderer.bodyName)")
+            return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .invalid, reason: why.reason,
+                                           error: problem(view, field: why.field, why.message)))
+        }
         guard size <= renderer.bodyBytesMax else {
             return .finished(OutcomeRecord(row: view.row, id: id, token: token, provider: provider, outcome: .invalid,
                                            reason: OutcomeReason.payloadTooLarge,

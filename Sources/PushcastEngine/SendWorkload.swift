@@ -89,10 +89,14 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     private var dispatch: DispatchMarks?
     /// A dispatch mark could not be written: nothing more may go out.
     private var dispatchBroken = false
+    /// Stops this worker's lane alone (`CredentialDecision.stopLane`); without it, the run stops.
+    private let breakLane: (@Sendable (String) -> Void)?
 
     public init(adapter: Adapter, policy: SendPolicy, channel: NotificationChannel, outcomes: OutcomeChannel, gauge: WorkerGauge,
-                clock: MonotonicClock, random: RandomSource, inFlightMax: Int, dispatch: DispatchMarks? = nil) {
+                clock: MonotonicClock, random: RandomSource, inFlightMax: Int, dispatch: DispatchMarks? = nil,
+                breakLane: (@Sendable (String) -> Void)? = nil) {
         self.dispatch = dispatch
+        self.breakLane = breakLane
         self.adapter = adapter
         layout = adapter.layout
         self.policy = policy
@@ -146,7 +150,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// session formats them into the header block).
     @inline(__always)
     private func lend(_ n: UnsafeMutablePointer<PreparedNotification>) {
-        swap(&request.pointee.body, &n.pointee.payload)
+        if !layout.sealsBody { swap(&request.pointee.body, &n.pointee.payload) }
         if layout.tokenInPath { swap(&request.pointee.packedPathSuffix, &n.pointee.packedToken) }
         guard layout.idInHeader else { return }
         lentID = n.pointee.packedMessageID != nil
@@ -161,14 +165,45 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// over (the session copies what it sends).
     @inline(__always)
     private func giveBack(_ n: UnsafeMutablePointer<PreparedNotification>) {
-        swap(&request.pointee.body, &n.pointee.payload)
+        if !layout.sealsBody { swap(&request.pointee.body, &n.pointee.payload) }
         if layout.tokenInPath { swap(&request.pointee.packedPathSuffix, &n.pointee.packedToken) }
         if layout.idInHeader && lentID { swap(&request.pointee.packedHeader.value, &n.pointee.packedMessageID!) }
     }
 
     /// Picks the next notification that may go now and turns `request` into its request; nil
-    /// when none may go.
+    /// when none may go. A body the adapter cannot seal ends its row unsent, and the next one is
+    /// picked.
     private func prepareNext() -> Int? {
+        while true {
+            guard let (tag, credential, now) = pickNext() else { return nil }
+            if layout.sealsBody && !sealed(tag, now: now) { continue }
+            // Read in place in the slab: a copy would retain and release each of its buffers.
+            slab.withUnsafeMutableBufferPointer { slots in lend(slots.baseAddress! + tag) }
+            if slab[tag].firstSentNanoseconds == 0 { slab[tag].firstSentNanoseconds = now }
+            credentialOf[tag] = credential
+            inFlight += 1
+            return tag
+        }
+    }
+
+    /// Has the adapter write the request's body for the notification at `tag` (`RequestLayout.
+    /// sealsBody`), afresh for each attempt. When it cannot, the row ends now, never sent:
+    /// `invalid` for a row the adapter refuses (`fail`), `failed` otherwise.
+    private func sealed(_ tag: Int, now: UInt64) -> Bool {
+        guard let verdict = adapter.seal(payload: slab[tag].payload, into: &request.pointee.body) else { return true }
+        var notification = takeOut(tag, "seal")
+        if notification.firstSentNanoseconds == 0 { notification.firstSentNanoseconds = now }
+        switch verdict {
+        case .fail(let reason): finish(tag, &notification, notification.mayHaveGoneOut ? .unknown : .invalid, status: nil, reason: reason)
+        case .prune(let reason, _), .retry(let reason, _, _), .reauthenticate(let reason), .stopRun(let reason, _):
+            finish(tag, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: nil, reason: reason)
+        case .delivered: finish(tag, &notification, .failed, status: nil, reason: OutcomeReason.internalError)
+        }
+        return false
+    }
+
+    /// The next notification that may go now, and the credential generation it goes with.
+    private func pickNext() -> (tag: Int, credential: UInt64, now: UInt64)? {
         guard !outcomes.isStopped && !channel.isLaneBroken else { return nil }
         let now = clock.nowNanoseconds()
         if let held = heldUntil {
@@ -204,12 +239,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             heldUntil = now + max(1_000_000, adapter.credentialPollNanoseconds)
             return nil
         }
-        // Read in place in the slab: a copy would retain and release each of its buffers.
-        slab.withUnsafeMutableBufferPointer { slots in lend(slots.baseAddress! + tag) }
-        if slab[tag].firstSentNanoseconds == 0 { slab[tag].firstSentNanoseconds = now }
-        credentialOf[tag] = credential
-        inFlight += 1
-        return tag
+        return (tag, credential, now)
     }
 
     /// The notification's slab slot starts loading, then (`near`, when the slot is in) its
@@ -256,6 +286,9 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             case .stop(let message):
                 finish(index, &notification, .failed, status: answer.status, reason: reason)
                 outcomes.stop(reason: message)
+            case .stopLane(let message):
+                finish(index, &notification, .failed, status: answer.status, reason: reason)
+                if let breakLane { breakLane(message) } else { outcomes.stop(reason: message) }
             }
         case .stopRun(let reason, let message):
             finish(index, &notification, .failed, status: answer.status, reason: reason)

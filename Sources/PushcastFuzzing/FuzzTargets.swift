@@ -11,6 +11,7 @@ import PushcastCore
 import PushcastFCM
 import PushcastInput
 import PushcastJSON
+import PushcastProviderKit
 import PushcastWebPush
 import PushcastWire
 
@@ -333,7 +334,7 @@ enum FuzzBodies {
         let now: Int64? = flags & 0x01 != 0 ? 1_800_000_000 : nil
         let summary = FCMResponseSummary(status: status, headers: [HTTP2Header("retry-after", retryAfter)], body: body, nowEpochSeconds: now)
         if let seconds = summary.retryAfterSeconds {
-            precondition(seconds >= 0 && seconds <= FCMRetryAfter.secondsMax, "retry-after \(seconds) outside 0...\(FCMRetryAfter.secondsMax)")
+            precondition(seconds >= 0 && seconds <= RetryAfter.secondsMax, "retry-after \(seconds) outside 0...\(RetryAfter.secondsMax)")
         }
         if case .delivered(let name?) = summary.verdict {
             precondition(name.utf8.count <= FCMResponseSummary.nameBytesMax, "message name of \(name.utf8.count) bytes")

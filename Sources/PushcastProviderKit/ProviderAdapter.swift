@@ -34,6 +34,10 @@ public enum CredentialDecision: Sendable, Equatable {
     case retry
     /// The credential cannot be renewed: stop the run with this message.
     case stop(String)
+    /// The credential of this lane's server (one of a routed provider's) cannot be renewed: this
+    /// lane stops with this message (exit 2, as for `stop`), its unsent rows left for a resume;
+    /// the other lanes carry on.
+    case stopLane(String)
 }
 
 /// Where a notification's own parts go in the provider's request. The body always goes in the
@@ -46,9 +50,15 @@ public struct RequestLayout: Sendable, Equatable {
     /// The notification's id is the value of `request.packedHeader`, whose name the adapter sets
     /// (APNs's apns-id); an empty value when the notification has none.
     public var idInHeader: Bool
-    public init(tokenInPath: Bool, idInHeader: Bool) {
+    /// The rendered body is not sent as it is: the worker has the adapter seal it into the
+    /// request's body for each attempt (`ProviderAdapter.seal`; Web Push encrypts it for the
+    /// subscription's key, with a fresh salt and key each time). Otherwise the body is lent to
+    /// the request as it is, at no cost.
+    public var sealsBody: Bool
+    public init(tokenInPath: Bool, idInHeader: Bool, sealsBody: Bool = false) {
         self.tokenInPath = tokenInPath
         self.idInHeader = idInHeader
+        self.sealsBody = sealsBody
     }
 }
 
@@ -71,4 +81,18 @@ public protocol ProviderAdapter: AnyObject {
     func classify(_ response: HTTP2Response) -> ProviderAnswer
     /// The provider refused the credential of this generation as expired.
     func credentialRejected(generation: UInt64) -> CredentialDecision
+    /// With `layout.sealsBody`: writes the request body for the rendered `payload` into `body`
+    /// (the worker's own buffer, its capacity reused), on the worker thread, once per attempt.
+    /// Nil when it is ready; otherwise the row ends with the verdict and is never sent (a key
+    /// that is not a key).
+    func seal(payload: [UInt8], into body: inout [UInt8]) -> ProviderVerdict?
+}
+
+extension ProviderAdapter {
+    /// Only called with `layout.sealsBody`; a provider without it never gets here.
+    public func seal(payload: [UInt8], into body: inout [UInt8]) -> ProviderVerdict? {
+        body.removeAll(keepingCapacity: true)
+        body.append(contentsOf: payload)
+        return nil
+    }
 }

@@ -83,7 +83,12 @@ public struct ProviderConnection: Sendable {
     public var streams: Int
     /// The response headers its adapter reads (lower case): the HTTP/2 client keeps only these.
     public var responseHeaders: [String]
-    public init(endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, responseHeaders: [String]) {
+    /// Whether a 2xx answer's headers are kept too (Web Push's Location names the message);
+    /// off, a success costs no header array.
+    public var responseHeadersOnSuccess: Bool
+    public init(endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, responseHeaders: [String],
+                responseHeadersOnSuccess: Bool = false) {
+        self.responseHeadersOnSuccess = responseHeadersOnSuccess
         self.endpoint = endpoint
         self.tls = tls
         self.connections = connections
@@ -118,6 +123,11 @@ public protocol ProviderSetup: AnyObject {
     func start(onFatal: @escaping @Sendable (String) -> Void) throws -> any AdapterFactory
     /// A routed provider's: the adapters of the lane for `route`, after `start`.
     func adapters(route: String) throws -> any AdapterFactory
+    /// `check`: what sending a rendered body would find wrong with it beyond what rendering
+    /// checks (Web Push: a key that is not on the curve, found only when the worker seals it).
+    func sendProblem(body: [UInt8]) -> RowProblem?
+    /// `check`: a rendered body as text for the user (Web Push: its payload, not its keys).
+    func bodyText(_ body: [UInt8]) -> String
     /// After the run: stops what `start` started; a line for the user, or nil.
     func finish() -> String?
 }
@@ -128,6 +138,8 @@ extension ProviderSetup {
         throw ProviderSetupError("\(id.rawValue) sends to one server: it has no lane per route")
     }
     public func requireSendable() throws {}
+    public func sendProblem(body: [UInt8]) -> RowProblem? { nil }
+    public func bodyText(_ body: [UInt8]) -> String { String(decoding: body, as: UTF8.self) }
     public func finish() -> String? { nil }
 }
 

@@ -37,9 +37,14 @@ public protocol PushProvider: Sendable {
     /// server (a Web Push endpoint's origin, `https://host[:port]`); rows with the same prefix
     /// share a lane. Nil: the token names no server (`normalize` already refused it).
     func routeLength(token: UnsafeRawBufferPointer) -> Int?
+    /// Columns besides `token` that hold this provider's tokens, in order (Web Push's
+    /// `endpoint`): a row whose `token` is blank takes the first of them that it fills, and a
+    /// row so found with no `platform` value is this provider's.
+    var tokenColumns: [String] { get }
 }
 
 extension PushProvider {
+    public var tokenColumns: [String] { [] }
     public var defaultRatePerSecond: Double? { nil }
     public var reasons: ReasonTable { ReasonTable(source: displayName, reference: "", entries: []) }
     public var isRouted: Bool { false }
@@ -64,11 +69,33 @@ public protocol NotificationRenderer: AnyObject {
     var bodyBytesMax: Int { get }
     var bodyName: String { get }
     /// Renders the body for `token` (normalised, UTF-8) and the row's fields into `buffer`
-    /// (emptied first by the caller); returns the body's size, which may exceed `bodyBytesMax`.
+    /// (emptied first by the caller); returns the body's size, which may exceed `bodyBytesMax`,
+    /// or `RowProblem.size` when the row cannot make a body (`rowProblem` says why).
     func render(token: UnsafeRawBufferPointer, into buffer: inout [UInt8], field: (Int) -> UnsafeRawBufferPointer?) -> Int
+    /// Why the last `render` returned `RowProblem.size` (a subscription key that is not base64).
+    var rowProblem: RowProblem? { get }
     /// The id the request carries and the results record before any answer (APNs: the apns-id
     /// derived from campaign and token), or nil.
     func notificationID(token: UnsafeRawBufferPointer) -> PackedText?
+}
+
+extension NotificationRenderer {
+    public var rowProblem: RowProblem? { nil }
+}
+
+/// A row whose fields cannot make a body: it ends `invalid` with `reason`, and an error naming
+/// the field.
+public struct RowProblem: Sendable, Equatable {
+    /// What `NotificationRenderer.render` returns for such a row.
+    public static let size = -1
+    public var reason: String
+    public var field: String?
+    public var message: String
+    public init(reason: String, field: String?, message: String) {
+        self.reason = reason
+        self.field = field
+        self.message = message
+    }
 }
 
 /// One source's reasons (a provider's error table, or pushcast's own): each says what it means

@@ -95,6 +95,12 @@ public final class VAPIDSigner: Sendable {
         return entry.authorization
     }
 
+    /// Forgets `origin`'s token: the next `authorization` signs a new one (after the push
+    /// service refused it).
+    public func renew(origin: String) {
+        _ = cache.withLock { $0.entries.removeValue(forKey: origin) }
+    }
+
     /// `base64url(header).base64url(claims).base64url(R‖S)`.
     static func token(key: P256Key, audience: String, expiresAt: Int64, subject: String) -> String? {
         let header = Base64URL.encode(Array(#"{"typ":"JWT","alg":"ES256"}"#.utf8))

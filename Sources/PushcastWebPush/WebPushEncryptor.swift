@@ -69,6 +69,19 @@ public final class WebPushEncryptor {
     /// `WebPushContentCoding.bodyBytes(plaintextBytes: plaintext.count)`.
     public func encrypt(_ plaintext: UnsafeRawBufferPointer, for subscription: WebPushSubscription,
                         into output: UnsafeMutableRawBufferPointer) throws(WebPushEncryptionError) -> Int {
+        try subscription.authSecret.withUnsafeBytes { auth in
+            subscription.p256dh.withUnsafeBytes { point in
+                Result { () throws(WebPushEncryptionError) in
+                    try encrypt(plaintext, userAgentKey: subscription.userAgentKey, userAgentPublic: point, authSecret: auth, into: output)
+                }
+            }
+        }.get()
+    }
+
+    /// The same, for a subscription's parts as bytes: its key (`userAgentKey`, the 65-byte point
+    /// `userAgentPublic` made into a key) and its 16-byte authentication secret.
+    public func encrypt(_ plaintext: UnsafeRawBufferPointer, userAgentKey: P256Key, userAgentPublic: UnsafeRawBufferPointer,
+                        authSecret: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(WebPushEncryptionError) -> Int {
         typealias Coding = WebPushContentCoding
         guard plaintext.count <= Coding.plaintextBytesMax else {
             throw .plaintextTooLarge(bytes: plaintext.count, bytesMax: Coding.plaintextBytesMax)
@@ -83,13 +96,9 @@ public final class WebPushEncryptor {
         output[20] = UInt8(P256Key.pointBytes)
         let serverPublic = UnsafeMutableRawBufferPointer(rebasing: output[21..<Coding.headerBytes])
         guard ephemeral.publicPoint(into: serverPublic) else { throw .cryptoFailed(step: "cannot encode the ephemeral public key") }
-        guard ephemeral.sharedSecret(with: subscription.userAgentKey, into: schedule.secret) else { throw .cryptoFailed(step: "ECDH failed") }
-        let derived = subscription.authSecret.withUnsafeBytes { auth in
-            subscription.p256dh.withUnsafeBytes { userAgentPublic in
-                schedule.derive(authSecret: auth, userAgentPublic: userAgentPublic,
-                                serverPublic: UnsafeRawBufferPointer(serverPublic), salt: UnsafeRawBufferPointer(salt))
-            }
-        }
+        guard ephemeral.sharedSecret(with: userAgentKey, into: schedule.secret) else { throw .cryptoFailed(step: "ECDH failed") }
+        let derived = schedule.derive(authSecret: authSecret, userAgentPublic: userAgentPublic,
+                                      serverPublic: UnsafeRawBufferPointer(serverPublic), salt: UnsafeRawBufferPointer(salt))
         guard derived else { throw .cryptoFailed(step: "HKDF failed") }
         let record = UnsafeMutableRawBufferPointer(rebasing: output[Coding.headerBytes..<total])
         if plaintext.count > 0 { UnsafeMutableRawBufferPointer(rebasing: record[0..<plaintext.count]).copyMemory(from: plaintext) }

@@ -150,40 +150,63 @@ public struct WebPushSubscription: Sendable {
 /// bracketed IPv6 host, printable ASCII throughout.
 public enum WebPushOrigin {
     public static func parse(endpoint: String) -> Result<String, WebPushEndpointProblem> {
-        let bytes = Array(endpoint.utf8)
+        var text = endpoint
+        var origin: [UInt8] = []
+        let parsed = text.withUTF8 { Self.origin(of: UnsafeRawBufferPointer($0), into: &origin) }
+        return parsed.map { _ in String(decoding: origin, as: UTF8.self) }
+    }
+
+    /// Writes the origin of the endpoint URL in `bytes` into `output` (emptied first; no
+    /// allocation once it has grown) and returns where the URL's authority ends (its path, query
+    /// or fragment starts there).
+    public static func origin(of bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) -> Result<Int, WebPushEndpointProblem> {
         guard bytes.count <= WebPushSubscription.endpointBytesMax else { return .failure(.tooLong(bytesMax: WebPushSubscription.endpointBytesMax)) }
         guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return .failure(.badCharacter) }
-        let scheme = Array("https://".utf8)
-        guard bytes.count >= scheme.count, zip(bytes.prefix(scheme.count), scheme).allSatisfy({ lower($0) == $1 }) else {
+        let scheme = 8
+        guard bytes.count >= scheme, zip(bytes.prefix(scheme), "https://".utf8).allSatisfy({ lower($0) == $1 }) else {
             return .failure(.notHTTPS)
         }
-        let rest = bytes[scheme.count...]
-        let end = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) ?? rest.endIndex
-        let authority = bytes[scheme.count..<end]
-        guard !authority.isEmpty else { return .failure(.noHost) }
-        guard !authority.contains(UInt8(ascii: "@")) else { return .failure(.userInfo) }
+        let end = bytes[scheme...].firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) ?? bytes.count
+        guard end > scheme else { return .failure(.noHost) }
+        let authority = scheme..<end
+        guard !bytes[authority].contains(UInt8(ascii: "@")) else { return .failure(.userInfo) }
         let hostEnd: Int
-        if authority.first == UInt8(ascii: "[") {
-            guard let close = authority.firstIndex(of: UInt8(ascii: "]")), close > authority.startIndex + 1,
-                  authority[(authority.startIndex + 1)..<close].allSatisfy({ JSONScanner.hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+        switch self.hostEnd(bytes, authority) {
+        case .success(let found): hostEnd = found
+        case .failure(let problem): return .failure(problem)
+        }
+        output.removeAll(keepingCapacity: true)
+        output.append(contentsOf: "https://".utf8)
+        for byte in bytes[scheme..<hostEnd] { output.append(lower(byte)) }
+        if hostEnd < end {
+            let digits = bytes[(hostEnd + 1)..<end]
+            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(JSONScanner.isDigit) else { return .failure(.badPort) }
+            let port = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(port) else { return .failure(.badPort) }
+            if port != 443 {
+                output.append(UInt8(ascii: ":"))
+                output.append(contentsOf: digits.drop { $0 == 0x30 })
+            }
+        }
+        return .success(end)
+    }
+
+    /// Where the host ends in `authority` (a `:` or the authority's end).
+    private static func hostEnd(_ bytes: UnsafeRawBufferPointer, _ authority: Range<Int>) -> Result<Int, WebPushEndpointProblem> {
+        if bytes[authority.lowerBound] == UInt8(ascii: "[") {
+            guard let close = bytes[authority].firstIndex(of: UInt8(ascii: "]")), close > authority.lowerBound + 1,
+                  bytes[(authority.lowerBound + 1)..<close].allSatisfy({ JSONScanner.hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
                 return .failure(.badHost)
             }
-            hostEnd = close + 1
-            guard hostEnd == authority.endIndex || authority[hostEnd] == UInt8(ascii: ":") else { return .failure(.badHost) }
-        } else {
-            hostEnd = authority.firstIndex(of: UInt8(ascii: ":")) ?? authority.endIndex
-            let host = authority[authority.startIndex..<hostEnd]
-            guard !host.isEmpty else { return .failure(.noHost) }
-            guard host.allSatisfy({ isHostByte($0) }), host.first != UInt8(ascii: "."), host.first != UInt8(ascii: "-") else { return .failure(.badHost) }
+            let hostEnd = close + 1
+            guard hostEnd == authority.upperBound || bytes[hostEnd] == UInt8(ascii: ":") else { return .failure(.badHost) }
+            return .success(hostEnd)
         }
-        var origin = "https://" + String(decoding: authority[authority.startIndex..<hostEnd].map(lower), as: UTF8.self)
-        if hostEnd < authority.endIndex {
-            let digits = authority[(hostEnd + 1)...]
-            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(JSONScanner.isDigit),
-                  let port = Int(String(decoding: digits, as: UTF8.self)), (1...65535).contains(port) else { return .failure(.badPort) }
-            if port != 443 { origin += ":\(port)" }
-        }
-        return .success(origin)
+        let hostEnd = bytes[authority].firstIndex(of: UInt8(ascii: ":")) ?? authority.upperBound
+        let host = bytes[authority.lowerBound..<hostEnd]
+        guard !host.isEmpty else { return .failure(.noHost) }
+        guard host.allSatisfy({ isHostByte($0) }), host.first != UInt8(ascii: "."), host.first != UInt8(ascii: "-") else { return .failure(.badHost) }
+        return .success(hostEnd)
     }
 
     @inline(__always) private static func lower(_ byte: UInt8) -> UInt8 {

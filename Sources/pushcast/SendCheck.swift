@@ -67,7 +67,7 @@ extension SendCommand {
             do { record = try reader.next() } catch { throw CommandFailure("cannot read \(plan.fileName): \(error)") }
             guard let record else { break }
             preparer.follow(reader)
-            tally.add(preparer.prepare(record), preview: preview)
+            tally.add(checked(preparer.prepare(record), plan), preview: preview)
         }
         Console.out("input: \(plan.fileName) (\(plan.format.rawValue)), columns: \(plan.reader.columns.joined(separator: ", "))"
             + ", fingerprint \(plan.inputFingerprint)" + (plan.shard.isSplit ? ", shard \(plan.shard): \(plan.totalRows ?? 0) of \(plan.inputRows ?? 0) rows" : ""))
@@ -95,6 +95,16 @@ extension SendCommand {
         return .success
     }
 
+    /// A row that would be sent, unless its provider finds a problem in its body that only
+    /// sending would meet: then it is counted and told `invalid`, with the provider's reason.
+    static func checked(_ prepared: PreparedRow, _ plan: Plan) -> PreparedRow {
+        guard case .send(let n) = prepared, let setup = plan.setups.first(where: { $0.id == n.provider }),
+              let problem = setup.sendProblem(body: n.payload) else { return prepared }
+        let error = "\(plan.fileName): " + (problem.field.map { "field '\($0)': " } ?? "") + problem.message
+        return .finished(OutcomeRecord(row: n.row, id: n.id, token: n.packedToken, provider: n.provider, outcome: .invalid, reason: problem.reason,
+                                       error: error))
+    }
+
     /// Per provider: what would be sent, and the first request and body (tokens redacted).
     static func printProviders(_ plan: Plan, _ tally: CheckTally) {
         for setup in plan.setups {
@@ -106,7 +116,7 @@ extension SendCommand {
             if let sample {
                 // A body may carry the token (FCM's message does): printed redacted, like every
                 // token outside the results and prune files.
-                let body = String(decoding: sample.payload, as: UTF8.self)
+                let body = setup.bodyText(sample.payload)
                 Console.out("first \(setup.bodyName): " + (sample.token.isEmpty ? body : body.replacingOccurrences(of: sample.token, with: redacted(sample.token))))
             }
         }

@@ -41,6 +41,9 @@ enum SendCommand {
                defaultDescription: "20s"),
         .value("stall-timeout", metavar: "TIME", help: "stop a provider's lane with a diagnosis when nothing is answered for this long while requests wait",
                defaultDescription: "30s"),
+        .value("resolve", metavar: "HOST:PORT:ADDRESS",
+               help: "connect to ADDRESS for HOST:PORT instead of resolving HOST (curl's; the name still goes in SNI, certificate checks and :authority)",
+               isRepeatable: true),
         .value("results", metavar: "FILE", help: "results file, one line per input row", defaultDescription: "<input>.results.ndjson"),
         .value("results-format", metavar: "ndjson|csv", help: "results file format", defaultDescription: "ndjson"),
         .value("prune", metavar: "FILE", help: "prune file of dead and invalid tokens", defaultDescription: "<input>.prune.csv"),
@@ -142,9 +145,12 @@ enum SendCommand {
         var reactor: ReactorConfiguration
         var requestTimeoutNanoseconds: UInt64
         var stallNanoseconds: UInt64
+        /// `--resolve`: addresses given for host and port.
+        var resolve: AddressOverrides
 
         init(_ parsed: ParsedArguments) throws {
             reactor = try CommonOptions.reactorConfiguration(parsed)
+            do { resolve = try AddressOverrides(parsed.values("resolve")) } catch { throw parsed.error(error.description) }
             requestTimeoutNanoseconds = CommonOptions.nanoseconds(try parsed.duration("request-timeout", default: .seconds(30)))
             stallNanoseconds = CommonOptions.nanoseconds(try parsed.duration("stall-timeout", default: .seconds(30),
                                                                              range: .milliseconds(100)...(.seconds(86_400))))
@@ -204,7 +210,11 @@ enum SendCommand {
 
     static func client(_ endpoint: Endpoint, tls: TLSContext, connections: Int, streams: Int, _ tuning: ConnectionTuning) throws -> ClientConfiguration {
         let address: String
-        do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
+        if let given = tuning.resolve.address(for: endpoint) {
+            address = given
+        } else {
+            do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
+        }
         var client = ClientConfiguration(endpoint: endpoint, address: address, tls: tls, limits: Limits(), reactor: tuning.reactor)
         client.limits.connectionsMax = connections
         client.limits.streamsPerConnectionMax = streams
@@ -242,6 +252,7 @@ enum SendCommand {
         var client = try client(connection.endpoint, tls: connection.tls, connections: connection.connections,
                                 streams: connection.streams, tuning.connection)
         client.limits.responseHeadersKept = connection.responseHeaders
+        client.limits.responseHeadersKeptOnSuccess = connection.responseHeadersOnSuccess
         let limiter = tuning.rates[setup.id].map { ProviderRateLimiter(ratePerSecond: $0, nowNanoseconds: now) }
         return ProviderLane(provider: setup.id, client: client, connections: connection.connections, workers: tuning.workers,
                             policy: tuning.policy(limiter: limiter), factory: factory)

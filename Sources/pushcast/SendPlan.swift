@@ -136,7 +136,7 @@ extension SendCommand {
             do { return try reopen() } catch { throw CommandFailure("cannot read \(fileName): \(error)") }
         } ?? reader
         let layout = reopen != nil || format == .csv ? try strictLayout(sending, parsed, defaultProvider, fileName)
-            : RowLayout(growing: sending.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider)
+            : RowLayout(growing: sending.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider, catalog: catalog)
 
         let renderings = try renderings(setups, templates: templates, columns: sending.columns)
         var core = CampaignPlan(inputPath: path, fileName: fileName, format: format, reader: sending, layout: layout, renderings: renderings,
@@ -162,7 +162,8 @@ extension SendCommand {
     static func strictLayout(_ reader: TokenFileReader, _ parsed: ParsedArguments, _ defaultProvider: ProviderID,
                              _ fileName: String) throws -> RowLayout {
         do {
-            return try RowLayout(columns: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider, fileName: fileName)
+            return try RowLayout(columns: reader.columns, idColumn: parsed.value("id-column"), defaultProvider: defaultProvider, fileName: fileName,
+                                 catalog: .standard)
         } catch {
             throw CommandFailure(error.description)
         }
@@ -181,7 +182,7 @@ extension SendCommand {
         do {
             var (first, source) = try open()
             let reader = first
-            var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider),
+            var keyer = RowPreparer(layout: RowLayout(growing: reader.columns, idColumn: nil, defaultProvider: defaultProvider, catalog: .standard),
                                     renderings: [:], campaign: campaign, fileName: reader.fileName, sends: configured,
                                     recordsUnroutable: true, duplicates: .exact(expectedRows: 0), configured: configured, catalog: .standard)
             keyer.shard = shard

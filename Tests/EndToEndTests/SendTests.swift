@@ -297,5 +297,5 @@ final class SendTests: XCTestCase {
 
 /// The CSV results header, as the binary writes it.
 enum ResultsHeader {
-    static let csv = "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
+    static let csv = "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,location,unregistered_at,attempts,latency_ms,duplicate_of,error\n"
 }

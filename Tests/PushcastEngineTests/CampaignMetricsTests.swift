@@ -14,6 +14,11 @@ final class CampaignMetricsTests: XCTestCase {
         XCTAssertEqual(ReasonCatalog.standard.label("0123456789abcdef0123456789abcdef"), "other")
         XCTAssertEqual(ReasonCatalog.standard.label("Unregistered\""), "other")
         XCTAssertNotNil(ReasonCatalog.standard.entry("BadDeviceToken")?.action)
+        // A server's detail after a known reason (Web Push's errno) keeps the reason's label and entry.
+        XCTAssertEqual(ReasonCatalog.standard.label("Gone (errno 106)"), "Gone")
+        XCTAssertEqual(ReasonCatalog.standard.entry("BadVAPID (BadJwtToken)")?.source, "Web Push")
+        XCTAssertEqual(ReasonCatalog.standard.label("Hostile (errno 1)"), "other")
+        XCTAssertEqual(ReasonCatalog.standard.label("Gone (errno 106"), "other")
     }
 
     private func progress(_ summary: CampaignSummary, elapsed: Double, final: Bool = false) -> CampaignProgress {

@@ -46,7 +46,7 @@ final class ResultEncodingTests: XCTestCase {
         XCTAssertEqual(object["fcm_name"] as? String, "projects/p/messages/0:123")
         XCTAssertEqual(object["token"] as? String, "fGx:APA91b-opaque_Token")
         XCTAssertTrue(object["apns_id"] is NSNull)
-        XCTAssertEqual(line(record, .csv), "7,,fGx:APA91b-opaque_Token,fcm,delivered,200,,,projects/p/messages/0:123,,1,2.0,,\n")
+        XCTAssertEqual(line(record, .csv), "7,,fGx:APA91b-opaque_Token,fcm,delivered,200,,,projects/p/messages/0:123,,,1,2.0,,\n")
         // APNs rows carry no fcm_name field at all.
         let apns = OutcomeRecord(row: 1, id: nil, token: "ab", provider: .apns, outcome: .delivered, status: 200)
         XCTAssertFalse(line(apns, .ndjson).contains("fcm_name"))
@@ -55,7 +55,7 @@ final class ResultEncodingTests: XCTestCase {
     func testCSVQuotesOnlyWhenNeeded() {
         let record = OutcomeRecord(row: 3, id: "a,b", token: "abc", provider: .apns, outcome: .duplicate,
                                    reason: OutcomeReason.duplicate, duplicateOf: 1)
-        XCTAssertEqual(line(record, .csv), "3,\"a,b\",abc,apns,duplicate,,Duplicate,,,,0,,1,\n")
+        XCTAssertEqual(line(record, .csv), "3,\"a,b\",abc,apns,duplicate,,Duplicate,,,,,0,,1,\n")
         XCTAssertEqual(ResultEncoding.csvHeader.split(separator: ",").count, line(record, .csv).split(separator: ",", omittingEmptySubsequences: false).count - 1)
     }
 

@@ -1,5 +1,6 @@
 import PushcastCore
 import PushcastFCM
+import PushcastProviderKit
 import PushcastWire
 import XCTest
 
@@ -171,25 +172,25 @@ final class FCMResponseTests: XCTestCase {
     // MARK: - Retry-After
 
     func testRetryAfterDeltaSeconds() {
-        XCTAssertEqual(FCMRetryAfter.seconds("120", nowEpochSeconds: nil), 120)
-        XCTAssertEqual(FCMRetryAfter.seconds(" 7 ", nowEpochSeconds: nil), 7)
-        XCTAssertEqual(FCMRetryAfter.seconds("0", nowEpochSeconds: nil), 0)
-        XCTAssertEqual(FCMRetryAfter.seconds("99999999999999999999999", nowEpochSeconds: nil), FCMRetryAfter.secondsMax)
-        XCTAssertEqual(FCMRetryAfter.seconds("100000", nowEpochSeconds: nil), FCMRetryAfter.secondsMax)
+        XCTAssertEqual(RetryAfter.seconds("120", nowEpochSeconds: nil), 120)
+        XCTAssertEqual(RetryAfter.seconds(" 7 ", nowEpochSeconds: nil), 7)
+        XCTAssertEqual(RetryAfter.seconds("0", nowEpochSeconds: nil), 0)
+        XCTAssertEqual(RetryAfter.seconds("99999999999999999999999", nowEpochSeconds: nil), RetryAfter.secondsMax)
+        XCTAssertEqual(RetryAfter.seconds("100000", nowEpochSeconds: nil), RetryAfter.secondsMax)
         for junk in ["", " ", "-5", "1.5", "abc", "5s", "0x10", "Sun, 06 Nov 1994 08:49:37 GMT"] {
-            XCTAssertNil(FCMRetryAfter.seconds(junk, nowEpochSeconds: nil), junk)
+            XCTAssertNil(RetryAfter.seconds(junk, nowEpochSeconds: nil), junk)
         }
     }
 
     func testRetryAfterHTTPDateNeedsAnInjectedClock() {
         let date = "Sun, 06 Nov 1994 08:49:37 GMT"  // RFC 9110's example: 784111777
-        XCTAssertEqual(FCMRetryAfter.seconds(date, nowEpochSeconds: 784_111_777 - 30), 30)
-        XCTAssertEqual(FCMRetryAfter.seconds(date, nowEpochSeconds: 784_111_777 + 30), 0)
-        XCTAssertEqual(FCMRetryAfter.seconds("Thu, 01 Jan 1970 00:00:10 GMT", nowEpochSeconds: 0), 10)
-        XCTAssertEqual(FCMRetryAfter.seconds("Wed, 29 Feb 2040 23:59:59 GMT", nowEpochSeconds: 2_214_172_799 - 1), 1)
+        XCTAssertEqual(RetryAfter.seconds(date, nowEpochSeconds: 784_111_777 - 30), 30)
+        XCTAssertEqual(RetryAfter.seconds(date, nowEpochSeconds: 784_111_777 + 30), 0)
+        XCTAssertEqual(RetryAfter.seconds("Thu, 01 Jan 1970 00:00:10 GMT", nowEpochSeconds: 0), 10)
+        XCTAssertEqual(RetryAfter.seconds("Wed, 29 Feb 2040 23:59:59 GMT", nowEpochSeconds: 2_214_172_799 - 1), 1)
         for junk in ["Sun, 06 Nov 1994 08:49:37 UTC", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
                      "Sun, 06 Xyz 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT"] {
-            XCTAssertNil(FCMRetryAfter.seconds(junk, nowEpochSeconds: 784_111_000), junk)
+            XCTAssertNil(RetryAfter.seconds(junk, nowEpochSeconds: 784_111_000), junk)
         }
         let result = summary(503, "", headers: [HTTP2Header("retry-after", date)], now: 784_111_777 - 12)
         XCTAssertEqual(result.verdict, .retry(reason: "Status503", retryAfterSeconds: 12, throttle: .none))

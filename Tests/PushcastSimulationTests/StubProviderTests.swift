@@ -223,8 +223,8 @@ final class StubProviderTests: XCTestCase {
             _ = try RecoveredResults.read(bytes, format: format, path: "r", columns: columns) { read.append($0) }
             XCTAssertEqual(read, [record], "\(format)")
         }
-        // The standard catalog's results are unchanged by the third provider's existence.
+        // The standard catalog's results are unchanged by a provider defined outside it.
         XCTAssertEqual(ResultColumns.standard.csvHeader,
-                       "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,unregistered_at,attempts,latency_ms,duplicate_of,error\n")
+                       "row,id,token,provider,outcome,status,reason,apns_id,fcm_name,location,unregistered_at,attempts,latency_ms,duplicate_of,error\n")
     }
 }
