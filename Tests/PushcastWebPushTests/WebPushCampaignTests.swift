@@ -15,37 +15,52 @@ import XCTest
 
 /// A push service for the simulator: it decrypts every body with the subscription's private
 /// key and keeps what it read, by `:path`. The three origins of the test share it (one server
-/// per provider in the simulator); their paths name the origin's port, so none collide.
-final class SimulatedPushService: SimulatedProvider {
+/// per provider in the simulator); their paths name the origin's port, so none collide. The
+/// simulator runs on one thread.
+final class SimulatedPushService: ProviderResponder, @unchecked Sendable {
     var provider: ProviderID { .webpush }
+    var streamsBeforeCredentials: Int? { nil }
     let subscriptions: [String: WebPushDecryptor]
     private(set) var plaintexts: [String: [UInt8]] = [:]
     private(set) var undecryptable = 0
 
     init(subscriptions: [String: WebPushDecryptor]) { self.subscriptions = subscriptions }
 
-    func token(path: String, body: [UInt8]) -> String {
-        if let decryptor = subscriptions[path], let plaintext = try? decryptor.decrypt(body) {
-            plaintexts[path] = plaintext
-        } else {
+    func respond(to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        let path = request.path
+        guard let decryptor = subscriptions[path], let plaintext = try? decryptor.decrypt(request.body) else {
             undecryptable += 1
+            return ProviderServerAnswer(status: 400, kind: .refused, reason: "DecryptionFailed")
         }
-        return path
+        plaintexts[path] = plaintext
+        if context.device == .unregistered {
+            return ProviderServerAnswer(status: 410, kind: .deviceGone, body: Array(#"{"errno":106}"#.utf8), reason: "Gone")
+        }
+        return ProviderServerAnswer(status: 201, kind: .accepted,
+                                    headers: [HTTP2Header("location", "https://push.sim/m/\(context.random.next() % 1_000_000)")])
     }
-    func accepted(_ random: SplitMix64) -> HTTP2Response {
-        HTTP2Response(status: 201, headers: [HTTP2Header("location", "https://push.sim/m/\(random.next() % 1_000_000)")])
+    func answer(_ fault: ProviderServerFault, to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        switch fault {
+        case .throttled: return ProviderServerAnswer(status: 429, kind: .busy)
+        case .serverError(let status): return ProviderServerAnswer(status: status, kind: .busy)
+        }
     }
-    func unregistered() -> HTTP2Response { HTTP2Response(status: 410, body: Array(#"{"errno":106}"#.utf8)) }
-    func transient(status: Int) -> HTTP2Response { HTTP2Response(status: status) }
+    func token(of request: HTTP2ServerRequest) -> String { request.path }
+    func logMembers(_ request: HTTP2ServerRequest, _ answer: ProviderServerAnswer) -> String { #""status":\#(answer.status)"# }
 }
 
 /// A push service that refuses every VAPID token as Apple does.
-final class RefusingPushService: SimulatedProvider {
+final class RefusingPushService: ProviderResponder {
     var provider: ProviderID { .webpush }
-    func token(path: String, body: [UInt8]) -> String { path }
-    func accepted(_ random: SplitMix64) -> HTTP2Response { HTTP2Response(status: 403, body: Array(#"{"reason":"BadJwtToken"}"#.utf8)) }
-    func unregistered() -> HTTP2Response { accepted(SplitMix64(seed: 0)) }
-    func transient(status: Int) -> HTTP2Response { HTTP2Response(status: status) }
+    var streamsBeforeCredentials: Int? { nil }
+    func respond(to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        ProviderServerAnswer(status: 403, kind: .credentialsRefused, body: Array(#"{"reason":"BadJwtToken"}"#.utf8), reason: "BadJwtToken")
+    }
+    func answer(_ fault: ProviderServerFault, to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
+        respond(to: request, context: context)
+    }
+    func token(of request: HTTP2ServerRequest) -> String { request.path }
+    func logMembers(_ request: HTTP2ServerRequest, _ answer: ProviderServerAnswer) -> String { #""status":\#(answer.status)"# }
 }
 
 /// A campaign of APNs and Web Push rows over three push services, through the real reader,
@@ -141,10 +156,10 @@ final class WebPushCampaignTests: XCTestCase {
         faults.refuse = 0.05
         faults.deadTokens = 0.1
         let service = SimulatedPushService(subscriptions: input.decryptors)
-        let webServer = SimulatedServer(provider: service, model: faults, seed: 11)
+        let webServer = SimulatedServer(responder: service, model: faults, seed: 11)
         var calm = FaultModel()
         calm.deadTokens = 0
-        let apnsServer = SimulatedServer(provider: APNsSimulatedAnswers(), model: calm, seed: 12)
+        let apnsServer = SimulatedServer(responder: CampaignSimulator.simulatedAPNs(), model: calm, seed: 12)
         let signer = try VAPIDSigner(key: try VAPIDKey.generate(), subject: "mailto:push@example.com", clock: ManualClock())
         let sink = RecordingSink()
         let (summary, cutShort) = CampaignSimulator.run(try makeRun(input.csv, rows: rows, signer: signer),
@@ -199,8 +214,8 @@ final class WebPushCampaignTests: XCTestCase {
         let input = try Self.input(rows: rows)
         var calm = FaultModel()
         calm.deadTokens = 0
-        let webServer = SimulatedServer(provider: RefusingPushService(), model: calm, seed: 21)
-        let apnsServer = SimulatedServer(provider: APNsSimulatedAnswers(), model: calm, seed: 22)
+        let webServer = SimulatedServer(responder: RefusingPushService(), model: calm, seed: 21)
+        let apnsServer = SimulatedServer(responder: CampaignSimulator.simulatedAPNs(), model: calm, seed: 22)
         let signer = try VAPIDSigner(key: try VAPIDKey.generate(), subject: "mailto:push@example.com", clock: ManualClock())
         let sink = RecordingSink()
         let run = try makeRun(input.csv.replacingOccurrences(of: ":1002/", with: ":1001/").replacingOccurrences(of: ":1003/", with: ":1001/"),
