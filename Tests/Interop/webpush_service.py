@@ -5,7 +5,9 @@ Two modes:
 
     webpush_service.py make --dir DIR --count N --origin https://push-a.test:PORT --origin ...
         writes DIR/subscriptions.csv (endpoint, p256dh, auth, name), DIR/keys.json (each
-        subscription's private key and auth secret) and a throw-away CA and server certificate
+        subscription's private key and auth secret), DIR/vapid.txt (an application server key
+        as the web-push tool prints it: the raw scalar, base64url) and a throw-away CA and
+        server certificate
         (DIR/ca.pem, DIR/server.pem, DIR/server.key) whose names cover every origin's host.
 
     webpush_service.py serve --dir DIR --h2-port P --h1-port Q --log FILE
@@ -56,9 +58,10 @@ def unb64url(text):
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def kind_of(index):
-    """Half the subscriptions are plain; the rest cycle through the other kinds."""
-    return "ok" if index % 2 == 0 else KINDS[1 + (index // 2) % (len(KINDS) - 1)]
+def kind_of(index, plain=False):
+    """Half the subscriptions are plain (all of them with `plain`); the rest cycle through the
+    other kinds."""
+    return "ok" if plain or index % 2 == 0 else KINDS[1 + (index // 2) % (len(KINDS) - 1)]
 
 
 # --- make -----------------------------------------------------------------------------------
@@ -70,7 +73,7 @@ def make(args):
         out.write("endpoint,p256dh,auth,name\n")
         for index in range(args.count):
             origin = args.origin[index % len(args.origin)]
-            endpoint = f"{origin}/{kind_of(index // len(args.origin))}{index:06d}/x"
+            endpoint = f"{origin}/{kind_of(index // len(args.origin), args.plain)}{index:06d}/x"
             private = ec.generate_private_key(ec.SECP256R1())
             public = private.public_key().public_bytes(serialization.Encoding.X962,
                                                        serialization.PublicFormat.UncompressedPoint)
@@ -80,6 +83,9 @@ def make(args):
             out.write(f"{endpoint},{b64url(public)},{b64url(auth)},n{index}\n")
     with open(os.path.join(args.dir, "keys.json"), "w", encoding="utf-8") as out:
         json.dump(keys, out)
+    vapid = ec.generate_private_key(ec.SECP256R1()).private_numbers().private_value.to_bytes(32, "big")
+    with open(os.path.join(args.dir, "vapid.txt"), "w", encoding="utf-8") as out:
+        out.write(b64url(vapid) + "\n")
     hosts = sorted({origin.split("//", 1)[1].rsplit(":", 1)[0] for origin in args.origin})
     certificates(args.dir, hosts)
 
@@ -260,6 +266,7 @@ def main():
     made.add_argument("--dir", required=True)
     made.add_argument("--count", type=int, default=5000)
     made.add_argument("--origin", action="append", required=True)
+    made.add_argument("--plain", action="store_true", help="every subscription ordinary (201): for benchmarks")
     served = modes.add_parser("serve")
     served.add_argument("--dir", required=True)
     served.add_argument("--h2-port", type=int, required=True)
