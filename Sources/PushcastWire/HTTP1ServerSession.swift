@@ -35,6 +35,8 @@ public final class HTTP1ServerSession {
     /// No more requests are read: an answer that closes is queued (or the input broke).
     private var closing = false
     private var closed = false
+    /// The next answer given says `Connection: close` (`closeAfterNextAnswer`).
+    private var closeNext = false
     private var events: [HTTP2ServerEvent] = []
 
     /// How many requests may wait for answers at once (pipelined requests beyond wait unread).
@@ -114,7 +116,7 @@ public final class HTTP1ServerSession {
     /// (requests read after this one are dropped unanswered: the client sends them again).
     public func respond(streamID: Int32, status: Int, headers: [HTTP2Header], body: [UInt8], closeAfterAnswer: Bool = false) {
         guard let index = pending.firstIndex(where: { $0.id == streamID }), pending[index].answer == nil else { return }
-        let closes = closeAfterAnswer || pending[index].closes
+        let closes = closeAfterAnswer || closeNext || pending[index].closes
         if closes {
             closing = true
             pending.removeSubrange((index + 1)...)
@@ -122,6 +124,17 @@ public final class HTTP1ServerSession {
         pending[index].closes = closes
         pending[index].answer = Self.serialize(status: status, headers: headers, body: body, closes: closes)
         writeReady()
+    }
+
+    /// The server goes away: the next answer says `Connection: close`, and the connection ends
+    /// after it (or now, when no request waits).
+    public func closeAfterNextAnswer() {
+        guard !closing else { return }
+        closeNext = true
+        if pending.isEmpty {
+            closing = true
+            finishIfDone()
+        }
     }
 
     private func writeReady() {
