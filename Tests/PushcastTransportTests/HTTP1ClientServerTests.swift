@@ -8,6 +8,7 @@ import PushcastReactor
 import PushcastSystem
 import PushcastTransport
 import PushcastWire
+import Synchronization
 import XCTest
 
 final class HTTP1ClientServerTests: XCTestCase {
@@ -135,6 +136,18 @@ final class HTTP1ClientServerTests: XCTestCase {
             let request = HTTP2Request(authority: configuration.endpoint.authority, path: devicePath, body: Array("{}".utf8))
             let workload = IdleAfterWorkload(request: request, total: 3)
             let worker = try ClientWorker(configuration: configuration, connectionCount: 1, workload: workload, clock: TurnClock(source: SystemClock.Monotonic()))
+            // A parked worker sleeps until woken (new work arrives through a waker in a run):
+            // wake it every 20 ms so that the loop below can look.
+            let waker = try worker.makeWaker()
+            let stop = Atomic<Bool>(false)
+            let ticker = Thread {
+                while !stop.load(ordering: .relaxed) {
+                    waker.wake()
+                    Thread.sleep(forTimeInterval: 0.02)
+                }
+            }
+            ticker.start()
+            defer { stop.store(true, ordering: .relaxed) }
             worker.start()
             let end = Date().addingTimeInterval(1.0)  // ten idle-close periods
             while Date() < end { XCTAssertFalse(try worker.turn()) }
