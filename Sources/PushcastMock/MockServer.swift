@@ -30,6 +30,9 @@ public struct MockServerConfiguration: Sendable {
     /// `--misbehave MODE`: a hostile server on every listener (APNs and FCM alike); the
     /// behaviour above then never gets a request.
     public var misbehavior: ServerMisbehavior = .none
+    /// `--http1-only`: every listener offers ALPN "http/1.1" alone and speaks HTTP/1.1
+    /// (ServerConfiguration.speaksHTTP1), answering through the same responders.
+    public var http1Only = false
     /// `--misbehave-after N`: with `misbehavior`, the first N requests (both listeners together)
     /// are answered normally; the server turns bad after them.
     public var misbehaveAfter: Int? = nil
@@ -143,6 +146,7 @@ public final class MockServer: @unchecked Sendable {
             var tlsConfiguration = TLSConfiguration()
             // As APNs: a client that offers no ALPN (aioapns) speaks HTTP/2 by prior knowledge.
             tlsConfiguration.acceptsClientsWithoutALPN = true
+            if configuration.http1Only { tlsConfiguration.alpnProtocols = [TLSContext.http1] }
             switch configuration.certificate {
             case .files(let chain, let key):
                 tlsConfiguration.certificateChainFile = chain

@@ -13,8 +13,14 @@ public struct ClientConfiguration: Sendable {
     public var endpoint: Endpoint
     /// The IP literal to connect to (the endpoint's host, resolved at start-up).
     public var address: String
+    /// Its ALPN list says which protocols the client offers (`TLSContext.alpnProtocols`; "h2"
+    /// alone by default). With "http/1.1" among them, a server that selects it, or selects
+    /// nothing, is spoken to in HTTP/1.1 (`http1`).
     public var tls: TLSContext
     public var limits: Limits
+    /// HTTP/1.1 connections: `pipelineDepth` requests in flight each (1 by default, so a lane
+    /// that may meet HTTP/1.1 wants more connections), the idle close, the parser's bounds.
+    public var http1 = HTTP1Limits()
     public var reactor: ReactorConfiguration
     /// A connection that fails this many times in a row, never having worked, ends the run.
     public var connectAttemptsMax: Int = 5
@@ -108,6 +114,9 @@ public final class ClientWorker {
         /// This connection's life: whether any stream was answered on it, and how it ended.
         var answered = false
         var goAwayLastStreamID: Int32? = nil
+        /// Closed gracefully with nothing in flight (an HTTP/1.1 idle close): it opens again
+        /// only when there is work (`ClientWorkload.hasWork`), not on a timer.
+        var parked = false
         init(index: Int) { self.index = index }
     }
 
@@ -254,6 +263,7 @@ public final class ClientWorker {
 
     private func open(_ c: Connection) {
         c.reconnectAtNanoseconds = nil
+        c.parked = false
         c.draining = false
         c.answered = false
         c.goAwayLastStreamID = nil
@@ -282,9 +292,11 @@ public final class ClientWorker {
         if let slot = c.slot { bySlot[slot.index] = nil }
         c.slot = nil
         var handshakeDone = false
+        var idle = false
         if let channel = c.channel {
             handshakeDone = channel.isHandshakeComplete
             let inFlightOn = channel.session.streamsOpen
+            idle = inFlightOn == 0
             channel.session.connectionLost()
             drainEvents(c, channel)
             c.channel = nil
@@ -301,6 +313,10 @@ public final class ClientWorker {
         let now = clock.nowNanoseconds()
         if c.answered {
             breaker.connectionAnswered()
+            if reason == nil && idle {
+                c.parked = true
+                return
+            }
             c.reconnectAtNanoseconds = now + (reason == nil ? 0 : configuration.reconnectDelayNanoseconds)
             return
         }
@@ -388,22 +404,36 @@ public final class ClientWorker {
     private func fill() {
         var held = workload.streamSlotsHeld
         slotsHeldBack = false
+        var refused: (tag: UInt64, reason: String)? = nil
         for c in connections {
+            if c.parked {
+                if workload.hasWork { open(c) }
+                continue
+            }
             guard let channel = c.channel, channel.isHandshakeComplete, !c.draining else { continue }
-            let http2 = channel.session
-            let skipped = min(max(0, http2.streamsAllowed - http2.streamsOpen), held)
+            let session = channel.session
+            let skipped = min(max(0, session.streamsAllowed - session.streamsOpen), held)
             held -= skipped
             if skipped > 0 { slotsHeldBack = true }
-            while http2.streamsOpen + skipped < http2.streamsAllowed, http2.canOpenStream, workload.submitNext({ request, tag in
-                guard http2.submit(request, tag: tag) != nil else {
-                    // canOpenStream said yes; a refusal here is a broken invariant in the session.
-                    preconditionFailure("HTTP2ClientSession refused a stream it said it could open")
+            while session.streamsOpen + skipped < session.streamsAllowed, session.canOpenStream, workload.submitNext({ request, tag in
+                guard session.submit(request, tag: tag) == nil else { return }
+                // canOpenStream said yes: only a request this version cannot carry is refused
+                // (HTTP/1.1: bytes that would inject lines); anything else is a broken invariant.
+                guard let problem = session.problem(in: request) else {
+                    preconditionFailure("the client session refused a stream it said it could open")
                 }
+                refused = (tag, problem)
             }) {
                 inFlight += 1
                 breaker.activity(nowNanoseconds: clock.nowNanoseconds())
+                if let (tag, reason) = refused {
+                    // Never written: it fails as unsendable (not retried), not as a lost request.
+                    refused = nil
+                    inFlight -= 1
+                    workload.failed(tag: tag, failure: .unsendable(reason: reason))
+                }
             }
-            let open = http2.streamsOpen
+            let open = session.streamsOpen
             if open > statistics.streamsInFlightMax { statistics.streamsInFlightMax = open }
         }
     }
@@ -464,7 +494,7 @@ public final class ClientWorker {
             do {
                 c.channel = try ClientConnection(
                     context: configuration.tls, serverName: configuration.endpoint.host,
-                    limits: configuration.limits, clock: clock)
+                    limits: configuration.limits, http1: configuration.http1, clock: clock)
                 statistics.connectionsOpened += 1
             } catch {
                 fatal = TransportError("cannot set up a connection: \(error)")
@@ -484,6 +514,10 @@ public final class ClientWorker {
             do {
                 try channel.receivedCiphertext(bytes)
             } catch {
+                if channel.peerClosedCleanly {
+                    closedCleanly(c, channel)
+                    return
+                }
                 if case .tls(let tlsError) = error, !wasComplete {
                     // A handshake that fails on verification or ALPN will fail the same way again.
                     fatal = TransportError("TLS handshake with \(configuration.endpoint) failed: \(tlsError.description)")
@@ -505,6 +539,20 @@ public final class ClientWorker {
         case .accepted, .timer:
             break
         }
+    }
+
+    /// The server's close_notify: its side ended cleanly. An HTTP/1.1 body that runs to the close
+    /// is complete; whatever else is in flight fails as on a lost connection. With nothing in
+    /// flight it is a graceful close (an idle keep-alive connection the server let go).
+    private func closedCleanly(_ c: Connection, _ channel: ClientConnection) {
+        guard let slot = c.slot else { return }
+        let open = channel.session.streamsOpen
+        channel.session.receiveEnd()
+        reactor.close(slot)
+        c.draining = true
+        // detach hands out what receiveEnd recorded (the answer, the failures, .closed).
+        detach(c, reason: open > 0 ? "the server closed the TLS session (close_notify) with requests in flight" : nil,
+               closedByPeer: true)
     }
 
     private func drainEvents(_ c: Connection, _ channel: ClientConnection) {

@@ -22,6 +22,10 @@ public protocol ClientWorkload: AnyObject {
     func failed(tag: UInt64, failure: HTTP2StreamFailure)
     /// True when no request will ever come again and none is waiting for a retry.
     var isExhausted: Bool { get }
+    /// True when a request is ready now or waits for a retry: a connection the server let go
+    /// while idle (an HTTP/1.1 idle close) opens again only then. The default, `!isExhausted`,
+    /// reopens it at once whenever more may come.
+    var hasWork: Bool { get }
     /// The earliest time (monotonic ns) at which a request not ready now becomes ready (a retry
     /// back-off, a rate limit), so the worker can sleep until then. Nil when nothing waits.
     var nextReadyNanoseconds: UInt64? { get }
@@ -51,6 +55,8 @@ public struct TransportError: Error, CustomStringConvertible {
 }
 
 extension ClientWorkload {
+    /// Default: whenever more may come.
+    public var hasWork: Bool { !isExhausted }
     /// Default: none held.
     public var streamSlotsHeld: Int { 0 }
 

@@ -120,7 +120,7 @@ public struct ConnectionBreaker {
         switch failure {
         case .refusedStream, .flowControlBlocked: lasting = true
         case .reset, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge, .cutAfterResponse: lasting = false
-        case .goAwayUnprocessed, .notSent, .connectionLost: return nil
+        case .goAwayUnprocessed, .notSent, .connectionLost, .unsendable: return nil
         }
         failedStreamsInRow += 1
         lastFailure = failure

@@ -10,7 +10,9 @@ public final class ServerConnectionControl {
     public internal(set) var requestCount = 0
     /// The most streams seen open at once on this connection.
     public internal(set) var streamsOpenMax = 0
-    let session: HTTP2ServerSession
+    /// The connection's session: HTTP/2, or HTTP/1.1 (`http1`, then this is nil).
+    let session: HTTP2ServerSession?
+    let http1: HTTP1ServerSession?
     public private(set) var goingAway = false
     /// The client's certificate, once the handshake has completed, when the server's TLS context
     /// verifies clients (`TLSConfiguration.clientCAFile`); nil otherwise. The mock takes the APNs
@@ -20,24 +22,34 @@ public final class ServerConnectionControl {
     init(id: UInt64, session: HTTP2ServerSession) {
         self.id = id
         self.session = session
+        self.http1 = nil
     }
 
-    public var streamsOpen: Int { session.streamsOpen }
+    init(id: UInt64, http1: HTTP1ServerSession) {
+        self.id = id
+        self.session = nil
+        self.http1 = http1
+    }
+
+    public var streamsOpen: Int { session?.streamsOpen ?? http1?.streamsOpen ?? 0 }
 
     /// Sends GOAWAY with the highest stream id seen so far: streams up to it are still answered.
+    /// Over HTTP/1.1: the next answer says `Connection: close` and the connection ends after it.
     public func goAway(errorCode: UInt32 = 0, debugData: String = "") {
         guard !goingAway else { return }
         goingAway = true
-        session.goAway(lastStreamID: nil, errorCode: errorCode, debugData: debugData)
+        session?.goAway(lastStreamID: nil, errorCode: errorCode, debugData: debugData)
+        http1?.closeAfterNextAnswer()
     }
 
-    public func setMaxConcurrentStreams(_ n: Int) { session.setMaxConcurrentStreams(n) }
+    /// HTTP/2 only (HTTP/1.1 answers one request at a time).
+    public func setMaxConcurrentStreams(_ n: Int) { session?.setMaxConcurrentStreams(n) }
 
     /// GOAWAY with last-stream-id 0, before any stream: no request of this connection will be
     /// processed (`ServerMisbehavior.goAwayZero`).
     func goAwayBeforeAnyStream(debugData: String) {
         goingAway = true
-        session.goAway(lastStreamID: 0, errorCode: HTTP2ServerSession.noErrorCode, debugData: debugData)
+        session?.goAway(lastStreamID: 0, errorCode: HTTP2ServerSession.noErrorCode, debugData: debugData)
     }
 }
 
@@ -194,6 +206,9 @@ public enum ServerMisbehaviorAction: Sendable, Equatable {
 public struct ServerConfiguration: Sendable {
     public var host: String
     public var port: UInt16
+    /// Its ALPN list says which protocols the server offers. A list with "http/1.1" and without
+    /// "h2" makes an HTTP/1.1 server (`speaksHTTP1`); otherwise it speaks HTTP/2, and a connection
+    /// that settles on anything else is closed.
     public var tls: TLSContext
     public var limits: Limits
     public var reactor: ReactorConfiguration
@@ -202,6 +217,9 @@ public struct ServerConfiguration: Sendable {
     /// With `misbehavior`: behave for the gate's first requests, then turn bad (nil: bad from
     /// the start).
     public var misbehaviorGate: ServerMisbehaviorGate?
+    /// Connections speak HTTP/1.1 (`HTTP1ServerSession`): the server offers http/1.1 and not h2.
+    public var speaksHTTP1: Bool { tls.offersHTTP1 && !tls.alpnProtocols.contains(TLSContext.h2) }
+
     public init(host: String, port: UInt16, tls: TLSContext, limits: Limits, reactor: ReactorConfiguration,
                 misbehavior: ServerMisbehavior = .none, misbehaviorGate: ServerMisbehaviorGate? = nil) {
         self.host = host
@@ -230,12 +248,29 @@ public final class ServerStopSignal: Sendable {
     }
 }
 
+/// What a server connection reads and writes through, whichever session its TLS carries.
+protocol ServerChannel: AnyObject {
+    var wantsWrite: Bool { get }
+    var isHandshakeComplete: Bool { get }
+    var applicationProtocol: String? { get }
+    var peerClosedCleanly: Bool { get }
+    func receivedCiphertext(_ bytes: UnsafeRawBufferPointer) throws(WireError)
+    func produceCiphertext(into buffer: UnsafeMutableRawBufferPointer) -> Int
+    func takeTLSCiphertext(into buffer: UnsafeMutableRawBufferPointer) -> Int
+    func injectPlaintext(_ bytes: [UInt8]) -> Bool
+}
+
+extension SecureChannel: ServerChannel {}
+
 /// One thread's share of a server: a reactor listening on a shared port (SO_REUSEPORT spreads
 /// connections over the workers), the connections it accepted, and a responder.
 public final class ServerWorker {
     private final class Connection {
         let slot: Slot
-        let channel: ServerConnection
+        let channel: any ServerChannel
+        /// The session the channel carries: HTTP/2, or HTTP/1.1 (`http1`, then this is nil).
+        let http2: HTTP2ServerSession?
+        let http1: HTTP1ServerSession?
         let control: ServerConnectionControl
         var dirty = false
         /// Close once the staged bytes (a GOAWAY, an answer) are on the wire.
@@ -256,9 +291,22 @@ public final class ServerWorker {
         init(slot: Slot, channel: ServerConnection, control: ServerConnectionControl, mode: ServerMisbehavior) {
             self.slot = slot
             self.channel = channel
+            self.http2 = channel.session
+            self.http1 = nil
             self.control = control
             self.mode = mode
         }
+
+        init(slot: Slot, http1 channel: SecureChannel<HTTP1ServerSession>, control: ServerConnectionControl) {
+            self.slot = slot
+            self.channel = channel
+            self.http2 = nil
+            self.http1 = channel.session
+            self.control = control
+            self.mode = .none
+        }
+
+        var isClosed: Bool { http2?.isClosed ?? http1?.isClosed ?? true }
     }
 
     private struct Delayed {
@@ -376,6 +424,10 @@ public final class ServerWorker {
     }
 
     private func accepted(_ slot: Slot) {
+        if configuration.speaksHTTP1 {
+            acceptedHTTP1(slot)
+            return
+        }
         let c: Connection
         let mode = configuration.misbehaviorGate.map { $0.hasTurned ? misbehavior : .none } ?? misbehavior
         do {
@@ -400,6 +452,25 @@ public final class ServerWorker {
         markDirty(c)
     }
 
+    /// An HTTP/1.1 connection: no misbehaviour (the modes are HTTP/2's), one request answered at a
+    /// time (so that an answer that closes never leaves a request the responder saw unanswered).
+    private func acceptedHTTP1(_ slot: Slot) {
+        let channel: SecureChannel<HTTP1ServerSession>
+        do {
+            let tls = try TLSSession(context: configuration.tls, serverName: nil)
+            channel = SecureChannel(tls: tls, session: HTTP1ServerSession(limits: configuration.limits, requestsPendingMax: 1),
+                                    limits: configuration.limits)
+        } catch {
+            reactor.close(slot)
+            return
+        }
+        nextConnectionID += 1
+        let c = Connection(slot: slot, http1: channel, control: ServerConnectionControl(id: nextConnectionID, http1: channel.session))
+        register(c)
+        responder.connectionOpened(c.control)
+        markDirty(c)
+    }
+
     private func received(_ c: Connection, _ bytes: UnsafeRawBufferPointer) {
         guard !c.muted else { return }
         do {
@@ -407,6 +478,12 @@ public final class ServerWorker {
         } catch {
             // A peer that breaks TLS or HTTP/2 loses its connection (after its alert or GOAWAY
             // goes out); the server carries on.
+            if c.http1 != nil && c.channel.peerClosedCleanly { c.http1?.receiveEnd() }
+            closeAfterFlush(c)
+            return
+        }
+        if c.http2 != nil && c.channel.isHandshakeComplete && c.channel.applicationProtocol == TLSContext.http1 {
+            // A server that offers both settles on HTTP/2 sessions: it cannot serve this client.
             closeAfterFlush(c)
             return
         }
@@ -455,7 +532,7 @@ public final class ServerWorker {
     private static let garbage = [UInt8](repeating: 0xFF, count: 64)
 
     private func drainEvents(_ c: Connection) {
-        let session = c.channel.session
+        guard let session = c.http2 else { return drainHTTP1Events(c) }
         var closed = false
         var cutThisTurn = false
         var halfBatch: [HTTP2ServerRequest] = []
@@ -513,6 +590,24 @@ public final class ServerWorker {
         if closed { closeAfterFlush(c) }
     }
 
+    private func drainHTTP1Events(_ c: Connection) {
+        guard let session = c.http1 else { return }
+        var closed = false
+        session.takeEvents { event in
+            switch event {
+            case .request(let request):
+                c.control.requestCount += 1
+                c.control.streamsOpenMax = max(c.control.streamsOpenMax, session.streamsOpen)
+                reply(c, to: request)
+            case .streamCancelled:
+                break
+            case .closed:
+                closed = true
+            }
+        }
+        if closed { closeAfterFlush(c) }
+    }
+
     /// Asks the responder, and answers, refuses or queues the answer as it says.
     @inline(__always)
     private func reply(_ c: Connection, to request: HTTP2ServerRequest) {
@@ -522,13 +617,15 @@ public final class ServerWorker {
         case .respondInline(let status, let header, let body, let delay):
             answer(c, request, status: status, headers: .inline(header), body: body, after: delay)
         case .refuse:
-            c.channel.session.refuse(streamID: request.streamID)
+            // HTTP/1.1 has no refusal: a 503 that closes, so that nothing behind it is processed.
+            c.http2?.refuse(streamID: request.streamID)
+            c.http1?.respond(streamID: request.streamID, status: 503, headers: [], body: [], closeAfterAnswer: true)
         }
     }
 
     /// A misbehaving worker's treatment of a request: a reset, or nothing at all.
     private func misbehave(_ c: Connection, streamID: Int32) {
-        let session = c.channel.session
+        guard let session = c.http2 else { return }
         switch c.mode {
         case .refuseAll:
             session.refuse(streamID: streamID)
@@ -598,7 +695,7 @@ public final class ServerWorker {
     private func answer(_ c: Connection, _ request: HTTP2ServerRequest, status: Int, headers: Delayed.Headers, body: [UInt8],
                         after delay: UInt64) {
         guard delay > 0 else {
-            send(c.channel.session, request.streamID, request.slotHint, status: status, headers: headers, body: body)
+            send(c, request.streamID, request.slotHint, status: status, headers: headers, body: body)
             return
         }
         delayed.push(Delayed(slot: c.slot, streamID: request.streamID, slotHint: request.slotHint, status: status,
@@ -606,8 +703,17 @@ public final class ServerWorker {
                      due: Reactor.nowNanoseconds() + delay)
     }
 
-    private func send(_ session: HTTP2ServerSession, _ streamID: Int32, _ slotHint: Int32, status: Int, headers: Delayed.Headers,
+    private func send(_ c: Connection, _ streamID: Int32, _ slotHint: Int32, status: Int, headers: Delayed.Headers,
                       body: [UInt8]) {
+        guard let session = c.http2 else {
+            let list: [HTTP2Header]
+            switch headers {
+            case .list(let headers): list = headers
+            case .inline(let header): list = header.map { [$0.header] } ?? []
+            }
+            c.http1?.respond(streamID: streamID, status: status, headers: list, body: body)
+            return
+        }
         switch headers {
         case .list(let list): session.respond(streamID: streamID, slotHint: slotHint, status: status, headers: list, body: body)
         case .inline(let header): session.respond(streamID: streamID, slotHint: slotHint, status: status, header: header, body: body)
@@ -619,7 +725,7 @@ public final class ServerWorker {
         let now = Reactor.nowNanoseconds()
         while let head = delayed.popDue(now: now) {
             guard let c = connection(head.slot) else { continue }
-            send(c.channel.session, head.streamID, head.slotHint, status: head.status, headers: head.headers, body: head.body)
+            send(c, head.streamID, head.slotHint, status: head.status, headers: head.headers, body: head.body)
             markDirty(c)
         }
     }
@@ -638,7 +744,7 @@ public final class ServerWorker {
             c.dirty = false
             guard connection(c.slot) === c else { continue }
             flush(c)
-            if c.channel.session.isClosed { closeAfterFlush(c) }
+            if c.isClosed { closeAfterFlush(c) }
         }
         flushing.removeAll(keepingCapacity: true)
     }

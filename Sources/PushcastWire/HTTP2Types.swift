@@ -157,6 +157,10 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
     /// later RST_STREAM(REFUSED_STREAM) or GOAWAY(last-stream-id below it) claims (a proxy or
     /// load balancer can say both): its fate is unknown, and it is never sent again.
     case cutAfterResponse(status: Int)
+    /// The connection's protocol cannot carry the request at all (HTTP/1.1: a header value with
+    /// CR, LF or NUL, a path with a space; `HTTP1ClientSession.problem(in:)`). No byte of it was
+    /// written; sending it again would fail the same way, so it is not retried.
+    case unsendable(reason: String)
 
     /// What happened, in words, for a message.
     public var explanation: String {
@@ -172,13 +176,15 @@ public enum HTTP2StreamFailure: Sendable, Equatable {
         case .flowControlBlocked: return "the server never opened its flow-control window: the request body could not be sent"
         case .cutAfterResponse(let status):
             return "the server answered :status \(status), then reset the stream or went away before the answer ended"
+        case .unsendable(let reason): return "the request cannot be sent over this connection's protocol: \(reason)"
         }
     }
 
     public var isSafeToRetry: Bool {
         switch self {
         case .refusedStream, .goAwayUnprocessed, .notSent, .flowControlBlocked: return true
-        case .reset, .connectionLost, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge, .cutAfterResponse: return false
+        case .reset, .connectionLost, .deadlineExceeded, .responseBodyTooLarge, .responseHeadersTooLarge, .cutAfterResponse,
+             .unsendable: return false
         }
     }
 }

@@ -1,10 +1,18 @@
 import PushcastCore
 
-/// What a `SecureChannel` carries: an HTTP/2 session in either role, as plaintext bytes.
+/// What a `SecureChannel` carries: an HTTP session in either role, as plaintext bytes.
 public protocol PlaintextSession: AnyObject {
     func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2Error)
     var wantsWrite: Bool { get }
     func produce(into buffer: UnsafeMutableRawBufferPointer) -> Int
+    /// The handshake completed on the protocol `TLSSession.applicationProtocol` names, before any
+    /// plaintext moves: a session that speaks more than one version settles it here.
+    func handshakeCompleted(applicationProtocol: String?)
+}
+
+extension PlaintextSession {
+    /// Default: the session speaks one version.
+    public func handshakeCompleted(applicationProtocol: String?) {}
 }
 
 extension HTTP2ClientSession: PlaintextSession {}
@@ -22,6 +30,8 @@ public final class SecureChannel<Session: PlaintextSession> {
     private let plaintextIn: UnsafeMutableRawBufferPointer
     public private(set) var failure: WireError?
     private var handshakeStarted: Bool
+    /// The session heard `handshakeCompleted`.
+    private var sessionStarted = false
 
     public init(tls: TLSSession, session: Session, limits: Limits) {
         self.tls = tls
@@ -38,6 +48,20 @@ public final class SecureChannel<Session: PlaintextSession> {
 
     public var isHandshakeComplete: Bool { tls.isHandshakeComplete }
 
+    /// The protocol the connection speaks (`TLSSession.applicationProtocol`), once the handshake
+    /// is complete.
+    public var applicationProtocol: String? { tls.applicationProtocol }
+
+    /// Whether the failure that ended `receivedCiphertext` was the peer's close_notify: a clean end
+    /// of its side (an HTTP/1.1 body that runs to the close is then complete).
+    public var peerClosedCleanly: Bool { tls.peerSentCloseNotify }
+
+    private func startSession() {
+        guard !sessionStarted, tls.isHandshakeComplete else { return }
+        sessionStarted = true
+        session.handshakeCompleted(applicationProtocol: tls.applicationProtocol)
+    }
+
     /// Bytes that arrived from the network. A failure is remembered and rethrown; later calls do
     /// nothing.
     public func receivedCiphertext(_ bytes: UnsafeRawBufferPointer) throws(WireError) {
@@ -48,6 +72,7 @@ public final class SecureChannel<Session: PlaintextSession> {
             if !tls.isHandshakeComplete {
                 guard try tls.advanceHandshake() else { return }
             }
+            startSession()
             while true {
                 let n = try tls.readPlaintext(into: plaintextIn)
                 if n == 0 { break }
@@ -82,6 +107,7 @@ public final class SecureChannel<Session: PlaintextSession> {
             do { _ = try tls.advanceHandshake() } catch { failure = .tls(error) }
         }
         if tls.isHandshakeComplete && failure == nil {
+            startSession()
             // Queue no more ciphertext than the caller can take, so back-pressure reaches nghttp2.
             while tls.pendingCiphertextBytes < buffer.count && session.wantsWrite {
                 let n = session.produce(into: plaintextOut)
@@ -134,7 +160,7 @@ public final class SecureChannel<Session: PlaintextSession> {
     }
 }
 
-public typealias ClientConnection = SecureChannel<HTTP2ClientSession>
+public typealias ClientConnection = SecureChannel<NegotiatedClientSession>
 public typealias ServerConnection = SecureChannel<HTTP2ServerSession>
 
 extension SecureChannel where Session == HTTP2ClientSession {
@@ -144,6 +170,34 @@ extension SecureChannel where Session == HTTP2ClientSession {
         let http2: HTTP2ClientSession
         do { http2 = try HTTP2ClientSession(limits: limits, clock: clock) } catch { throw .http2(error) }
         self.init(tls: tls, session: http2, limits: limits)
+    }
+}
+
+extension SecureChannel {
+    /// The TLS session a convenience init starts from, its failure as a WireError.
+    fileprivate static func tlsSession(_ context: TLSContext, _ serverName: String?) throws(WireError) -> TLSSession {
+        do { return try TLSSession(context: context, serverName: serverName) } catch { throw .tls(error) }
+    }
+}
+
+extension SecureChannel where Session == NegotiatedClientSession {
+    /// A client connection that speaks HTTP/2 or HTTP/1.1, as the handshake settles (the TLS
+    /// context's ALPN list says which it offers).
+    public convenience init(context: TLSContext, serverName: String?, limits: Limits, http1: HTTP1Limits,
+                            clock: MonotonicClock) throws(WireError) {
+        let tls = try Self.tlsSession(context, serverName)
+        let session: NegotiatedClientSession
+        do { session = try NegotiatedClientSession(limits: limits, http1: http1, clock: clock) } catch { throw .http2(error) }
+        self.init(tls: tls, session: session, limits: limits)
+    }
+}
+
+extension SecureChannel where Session == HTTP1ClientSession {
+    /// A client connection that speaks only HTTP/1.1 (its context should offer "http/1.1").
+    public convenience init(context: TLSContext, serverName: String?, limits: Limits, http1: HTTP1Limits,
+                            clock: MonotonicClock) throws(WireError) {
+        self.init(tls: try Self.tlsSession(context, serverName), session: HTTP1ClientSession(limits: limits, http1: http1, clock: clock),
+                  limits: limits)
     }
 }
 

@@ -18,10 +18,15 @@ public final class TLSContext: @unchecked Sendable {
     public let role: Role
     /// The SSL_CTX; freed in deinit.
     let handle: OpaquePointer
-    /// The configured ALPN protocols, for error messages.
-    let alpnProtocols: [String]
-    /// True when a handshake must settle on "h2" (the configuration lists it).
+    /// The configured ALPN protocols, in order of preference.
+    public let alpnProtocols: [String]
+    /// True when a handshake must settle on one of `alpnProtocols` (the configuration lists "h2").
     let requiresH2: Bool
+    /// Whether the configuration lists "http/1.1": a client then takes a server that selects no
+    /// protocol to speak HTTP/1.1 (what a server without ALPN speaks).
+    public var offersHTTP1: Bool { alpnProtocols.contains(TLSContext.http1) }
+    public static let http1 = "http/1.1"
+    public static let h2 = "h2"
     /// Server role: `TLSConfiguration.acceptsClientsWithoutALPN`.
     let acceptsClientsWithoutALPN: Bool
     /// Server role: the ALPN list in wire format (length-prefixed), read by `selectALPN`.

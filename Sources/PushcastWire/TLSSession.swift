@@ -33,6 +33,9 @@ public final class TLSSession {
 
     public private(set) var negotiatedALPN: String? = nil
 
+    /// The peer's close_notify was read: its side ended cleanly.
+    public private(set) var peerSentCloseNotify = false
+
     /// `serverName` is required for a client: it is sent as SNI (unless it is an IP literal) and
     /// the certificate must match it (DNS name, or IP address SAN). A server ignores it.
     public init(context: TLSContext, serverName: String?) throws(TLSError) {
@@ -132,6 +135,7 @@ public final class TLSSession {
             // WANT_WRITE: OpenSSL queued a reply (a KeyUpdate); it waits in the write BIO.
             return 0
         case SSL_ERROR_ZERO_RETURN:
+            peerSentCloseNotify = true
             throw fail(TLSError(kind: .closed, description: "the \(peerDescription) closed the TLS session (close_notify)"))
         default:
             throw fail(recordError(operation: "read"))
@@ -155,7 +159,8 @@ public final class TLSSession {
             let result = SSL_write(ssl, bytes.baseAddress! + offset, Int32(clamping: bytes.count - offset))
             guard result > 0 else {
                 if SSL_get_error(ssl, result) == SSL_ERROR_ZERO_RETURN {
-                    throw fail(TLSError(kind: .closed, description: "the \(peerDescription) closed the TLS session (close_notify)"))
+                    peerSentCloseNotify = true
+            throw fail(TLSError(kind: .closed, description: "the \(peerDescription) closed the TLS session (close_notify)"))
                 }
                 throw fail(recordError(operation: "write"))
             }
@@ -212,8 +217,9 @@ public final class TLSSession {
         }
     }
 
-    /// Records the negotiated protocol and enforces the "h2" requirement (RFC 9113 section 3.2:
-    /// HTTP/2 over TLS is chosen with ALPN, never assumed).
+    /// Records the negotiated protocol and enforces the configured list (RFC 9113 section 3.2:
+    /// HTTP/2 over TLS is chosen with ALPN, never assumed; RFC 7301: a client that offers
+    /// "http/1.1" takes a server that selects nothing to speak HTTP/1.1).
     private func finishHandshake() throws(TLSError) {
         var selected: UnsafePointer<UInt8>? = nil
         var length: UInt32 = 0
@@ -221,22 +227,43 @@ public final class TLSSession {
         if let selected, length > 0 {
             negotiatedALPN = String(decoding: UnsafeBufferPointer(start: selected, count: Int(length)), as: UTF8.self)
         }
-        // A server gets here without a protocol only when the client offered none (an offer
-        // without a match fails in selectALPN); it may then take HTTP/2 by prior knowledge.
-        let priorKnowledge = negotiatedALPN == nil && context.acceptsClientsWithoutALPN
-        if context.requiresH2 && negotiatedALPN != "h2" && !priorKnowledge {
+        if context.requiresH2 && applicationProtocol == nil {
             let chosen = negotiatedALPN.map { "; it selected \($0)" } ?? ""
             throw fail(TLSError(kind: .alpnNotNegotiated, description: alpnFailureText(detail: chosen)))
         }
         state = .established
     }
 
+    /// The protocol the connection speaks once the handshake is done: the one ALPN selected when
+    /// the configuration lists it; with none selected, HTTP/2 by prior knowledge for a server
+    /// that accepts clients without ALPN, else HTTP/1.1 when the configuration lists it. Nil when
+    /// the configuration lists "h2" and none of these holds (the handshake then failed), or the
+    /// protocol selected is not one listed. A configuration without "h2" accepts any outcome:
+    /// then nil means "whatever the peer speaks", as before ALPN.
+    public var applicationProtocol: String? {
+        if let negotiatedALPN { return context.alpnProtocols.contains(negotiatedALPN) ? negotiatedALPN : nil }
+        // A server gets here without a protocol only when the client offered none (an offer
+        // without a match fails in selectALPN); it may then take HTTP/2 by prior knowledge.
+        if context.acceptsClientsWithoutALPN { return context.alpnProtocols.first }
+        return context.offersHTTP1 ? TLSContext.http1 : nil
+    }
+
     private func alpnFailureText(detail: String) -> String {
         let listed = context.alpnProtocols.joined(separator: ", ")
+        let wanted = context.offersHTTP1 ? "h2 or http/1.1" : "h2"
         switch context.role {
-        case .client: return "peer did not select ALPN protocol h2 (offered: \(listed))\(detail)"
-        case .server: return "client did not offer ALPN protocol h2 (server supports: \(listed))\(detail)"
+        case .client: return "peer did not select ALPN protocol \(wanted) (offered: \(listed))\(detail)"
+        case .server: return "client did not offer ALPN protocol \(wanted) (server supports: \(listed))\(detail)"
         }
+    }
+
+    /// Why a server refuses every protocol offered: an h2-only client meets a server that speaks
+    /// only HTTP/1.1 (some push services do), or the reverse.
+    static func noApplicationProtocolDetail(offered: [String]) -> String {
+        let hint = offered.contains(TLSContext.http1) ? "" : offered.contains(TLSContext.h2)
+            ? " (a server that speaks only http/1.1 refuses a client that offers only h2: offer http/1.1 too)"
+            : ""
+        return "; the server sent a no_application_protocol alert: it supports none of them" + hint
     }
 
     /// Classifies a failed SSL_do_handshake, draining the error queue.
@@ -252,7 +279,7 @@ public final class TLSSession {
                             description: "certificate verification failed: the client presented no certificate, and this server requires one")
         }
         if errors.contains(reason: SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL) {
-            return TLSError(kind: .alpnNotNegotiated, description: alpnFailureText(detail: "; the server sent a no_application_protocol alert"))
+            return TLSError(kind: .alpnNotNegotiated, description: alpnFailureText(detail: Self.noApplicationProtocolDetail(offered: context.alpnProtocols)))
         }
         if errors.contains(reason: SSL_R_NO_APPLICATION_PROTOCOL) {
             let text = context.requiresH2

@@ -50,6 +50,8 @@ enum MockCommand {
                    + "No provider token is checked; FCM is unaffected"),
             .value("apns-environment", metavar: "production|sandbox", help: "with --client-ca: the APNs host the mock plays, for the certificate's environment check",
                    defaultDescription: "production"),
+            .flag("http1-only", help: "serve HTTP/1.1 only, as some push services do: TLS offers ALPN http/1.1 alone, connections are "
+                  + "keep-alive, --goaway-after N ends one with Connection: close; the --misbehave modes are HTTP/2's and act on no HTTP/1.1 connection"),
             .flag("client-cert-403", help: "with --client-ca: let a client certificate that does not verify (expired, another CA) complete the handshake and answer its requests 403 BadCertificate"),
             .value("apns-public-key", metavar: "FILE", help: "public key (PEM) that provider tokens must verify against"),
             .value("apns-key-id", metavar: "KID", help: "expected key ID (kid)"),
@@ -125,6 +127,7 @@ enum MockCommand {
             configuration.behavior.errorStatus = status
             configuration.behavior.errorRate = rate
         }
+        configuration.http1Only = parsed.flag("http1-only")
         configuration.misbehavior = try parsed.choice("misbehave", default: ServerMisbehavior.none)
         configuration.misbehaveAfter = try parsed.int("misbehave-after", range: 0...Int.max)
         if configuration.misbehaveAfter != nil && configuration.misbehavior == .none {
