@@ -88,6 +88,9 @@ public enum OutcomeReason {
     /// A routed provider's row whose server has no lane in this run (read from stdin, which is
     /// not read first to find the servers).
     public static let noRoute = "NoRoute"
+    /// The connection's protocol cannot carry the request (HTTP/1.1 refuses a header value with
+    /// a line break): never written.
+    public static let unsendable = "UnsendableRequest"
     public static let timeout = "Timeout"
     public static let connectionLost = "ConnectionLost"
     public static let streamReset = "StreamReset"

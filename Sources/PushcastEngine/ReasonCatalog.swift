@@ -54,6 +54,7 @@ public struct ReasonCatalog: Sendable {
         (OutcomeReason.duplicate, "the same token appears on an earlier row", "none: sent once; clean the export"),
         (OutcomeReason.providerNotConfigured, "the row's provider has no credentials in this run", "give that provider's options and resend"),
         (OutcomeReason.unknownProvider, "the platform column names no known provider", "fix the export's platform column"),
+        (OutcomeReason.unsendable, "the connection's protocol cannot carry the request (a line break in a header, a space in the path)", "never sent: fix the value in the export or template"),
         (OutcomeReason.noRoute, "no lane goes to the row's server (a routed provider's rows read from stdin)", "never sent: send from a file"),
         (OutcomeReason.timeout, "no answer within --request-timeout", "fate unknown; resend with --retry-unknown if duplicates are acceptable"),
         (OutcomeReason.connectionLost, "the connection died after the request was sent", "fate unknown; resend with --retry-unknown if duplicates are acceptable"),

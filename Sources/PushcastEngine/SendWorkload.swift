@@ -308,6 +308,11 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
             resendUnprocessed(index, &notification, failure)
             return
         }
+        if case .unsendable(let why) = failure {
+            // Refused before a byte was written: never sent, and sending it again cannot help.
+            finish(index, &notification, .failed, status: nil, reason: "\(OutcomeReason.unsendable) (\(why))")
+            return
+        }
         notification.attempts += 1
         let reason: String
         switch failure {
@@ -441,6 +446,12 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         if outcomes.isStopped || channel.isLaneBroken { return true }
         refillIfEmpty()
         return channelFinished && !hasPending && resend.isEmpty && retries.isEmpty
+    }
+
+    /// Something to send now or after a back-off: a connection closed while idle opens again.
+    public var hasWork: Bool {
+        guard !isExhausted else { return false }
+        return hasPending || !resend.isEmpty || !retries.isEmpty
     }
 
     public var nextReadyNanoseconds: UInt64? {

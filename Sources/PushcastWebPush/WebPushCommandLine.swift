@@ -149,7 +149,11 @@ final class WebPushSetup: ProviderSetup {
         let endpoint: Endpoint
         do { endpoint = try Endpoint(url: route) } catch { throw ProviderSetupError("\(route): \(error.description)") }
         let tls: TLSContext
-        do { tls = try TLSContext(role: .client, configuration: context.trust, files: context.files) } catch {
+        // HTTP/2 where the push service offers it, HTTP/1.1 (keep-alive, one request at a time per
+        // connection) where it offers only that (Apple documents both).
+        var configuration = context.trust
+        configuration.alpnProtocols = ["h2", TLSContext.http1]
+        do { tls = try TLSContext(role: .client, configuration: configuration, files: context.files) } catch {
             throw ProviderSetupError(error.description)
         }
         return ProviderConnection(endpoint: endpoint, tls: tls, connections: try parsed.int("webpush-connections", default: 2, range: 1...64),

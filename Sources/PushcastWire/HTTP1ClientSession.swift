@@ -346,11 +346,16 @@ struct HTTP1RequestWriter {
     /// False, with `problem` set, when a byte cannot be carried.
     mutating func write(_ request: UnsafePointer<HTTP2Request>) -> Bool {
         let r = request.pointee
-        if r.method.isEmpty || r.path.isEmpty || r.authority.isEmpty { reject("an empty method, path or authority") }
-        text(r.method, "method", isTokenByte)
-        literal(" ")
-        text(r.path, "path", isTargetByte)
-        r.packedPathSuffix.withUTF8 { bytes($0.assumingMemoryBound(to: UInt8.self), "path", isTargetByte) }
+        // The target is `path`, then the suffix less its first `pathSuffixSkip` bytes (a Web Push
+        // endpoint's origin, which Host names).
+        r.packedPathSuffix.withUTF8 { suffix in
+            let kept = UnsafeRawBufferPointer(rebasing: suffix[min(r.pathSuffixSkip, suffix.count)...])
+            if r.method.isEmpty || (r.path.isEmpty && kept.isEmpty) || r.authority.isEmpty { reject("an empty method, path or authority") }
+            text(r.method, "method", isTokenByte)
+            literal(" ")
+            text(r.path, "path", isTargetByte)
+            bytes(kept.assumingMemoryBound(to: UInt8.self), "path", isTargetByte)
+        }
         literal(" HTTP/1.1\r\nHost: ")
         text(r.authority, "authority", isTargetByte)
         literal("\r\n")

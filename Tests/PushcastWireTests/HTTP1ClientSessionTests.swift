@@ -35,6 +35,21 @@ final class HTTP1ClientSessionTests: XCTestCase {
         XCTAssertEqual(String(decoding: client.written[before...], as: UTF8.self), "GET /status HTTP/1.1\r\nHost: push.example\r\n\r\n")
     }
 
+    /// A Web Push endpoint is the token: the target leaves out its origin (`pathSuffixSkip`), as
+    /// the HTTP/2 session's `:path` does.
+    func testTheTargetLeavesOutTheSkippedPrefixOfTheSuffix() {
+        let client = HTTP1Client()
+        var request = HTTP2Request(authority: "push.example:8443", path: "", pathSuffix: "https://push.example:8443/wpush/v2/abc",
+                                   body: Array("x".utf8))
+        request.pathSuffixSkip = "https://push.example:8443".utf8.count
+        XCTAssertNil(HTTP1ClientSession.problem(in: request))
+        XCTAssertEqual(client.submit(request, tag: 1), 1)
+        client.flush()
+        XCTAssertEqual(client.writtenText, "POST /wpush/v2/abc HTTP/1.1\r\nHost: push.example:8443\r\nContent-Length: 1\r\n\r\nx")
+        request.pathSuffixSkip = 500
+        XCTAssertEqual(HTTP1ClientSession.problem(in: request), "an empty method, path or authority")
+    }
+
     func testRequestsThatWouldInjectBytesAreRefusedAndNothingIsWritten() {
         let client = HTTP1Client()
         var packed = HTTP1Client.request()
