@@ -105,7 +105,7 @@ let package = Package(
         .testTarget(name: "PushcastWireTests", dependencies: ["PushcastWire", "PushcastReactor", "PushcastSystem", "COpenSSL", "CNGHTTP2"]),
         .testTarget(name: "PushcastReactorTests", dependencies: ["PushcastReactor"]),
         .testTarget(name: "PushcastSystemTests", dependencies: ["PushcastSystem", "PushcastCore"]),
-        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastSystem"]),
+        .testTarget(name: "PushcastTransportTests", dependencies: ["PushcastTransport", "PushcastMock", "PushcastWire", "PushcastAPNs", "PushcastFCM", "PushcastWebPush", "PushcastProviderKit", "PushcastSystem"]),
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
                                    "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders"]),
