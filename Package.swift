@@ -86,7 +86,7 @@ let package = Package(
         .target(name: "PushcastFuzzing", dependencies: ["PushcastCore", "PushcastJSON", "PushcastInput", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastWebPush", "PushcastWire"]),
         .executableTarget(
             name: "pushcast",
-            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders", "PushcastEngine", "PushcastWire", "PushcastReactor",
+            dependencies: ["PushcastCore", "PushcastCommandLine", "PushcastInput", "PushcastJSON", "PushcastAPNs", "PushcastFCM", "PushcastWebPush", "PushcastProviderKit", "PushcastProviders", "PushcastEngine", "PushcastWire", "PushcastReactor",
                            "PushcastSystem", "PushcastTransport", "PushcastMock", "PushcastSimulation", "PushcastDatabase"]
         ),
 

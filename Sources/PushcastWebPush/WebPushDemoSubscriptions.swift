@@ -8,6 +8,7 @@
 // another host or port has the same keys. Python reproduces it with `hmac` and `cryptography`.
 
 import COpenSSL
+import PushcastCore
 import PushcastWire
 
 /// A demo subscription's keys: what the user agent keeps (the private key, the auth secret) and
@@ -77,5 +78,41 @@ public enum WebPushDemoSubscriptions {
         text.reserveCapacity(64)
         for byte in digest { text.append(digits[Int(byte >> 4)]); text.append(digits[Int(byte & 15)]) }
         return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// Demo rows of Web Push subscriptions the mock can decrypt for, for the demo data generator.
+public enum WebPushDemoRows {
+    /// The CSV header the rows follow.
+    public static let header = "device_id,endpoint,platform,user_id,locale,p256dh,auth"
+
+    /// The endpoint kinds, per mille of the rows (the rest are `ok`): the mock answers `gone` 410,
+    /// `nf` 404, `big` 413, `slow` 429 once, `busy` 503 once.
+    static let kinds: [(prefix: String, perMille: UInt64)] = [("gone", 30), ("nf", 10), ("big", 5), ("slow", 10), ("busy", 10)]
+
+    /// `count` rows spread over `origins` (`https://host:port`), deterministic for a seed:
+    /// endpoint `<origin>/<kind><n>/<id>`, keys from `WebPushDemoSubscriptions`, platform `web`.
+    /// Row ids start at `firstID`; nil when a key cannot be derived (OpenSSL failed).
+    public static func generate(origins: [String], count: Int, seed: UInt64, firstID: Int = 1,
+                                keySeed: String = WebPushDemoSubscriptions.defaultSeed) -> [String]? {
+        guard !origins.isEmpty else { return [] }
+        let random = SplitMix64(seed: seed)
+        let locales = ["en", "fr", "de", "ja", "ar"]
+        var lines: [String] = []
+        lines.reserveCapacity(count)
+        for index in 0..<count {
+            var draw = random.next(below: 1000)
+            var kind = "ok"
+            for candidate in kinds {
+                if draw < candidate.perMille { kind = candidate.prefix; break }
+                draw -= candidate.perMille
+            }
+            let origin = origins[Int(random.next(below: UInt64(origins.count)))]
+            let endpoint = origin + "/\(kind)\(index + firstID)/" + String(random.next(), radix: 36)
+            guard let keys = WebPushDemoSubscriptions.make(endpoint: endpoint, seed: keySeed) else { return nil }
+            let locale = locales[Int(random.next(below: UInt64(locales.count)))]
+            lines.append("web-\(index + firstID),\(endpoint),web,w\(100_000 + index + firstID),\(locale),\(keys.p256dh),\(keys.auth)")
+        }
+        return lines
     }
 }

@@ -175,3 +175,32 @@ func decodedHex(_ text: String) -> [UInt8] {
     }
     return bytes
 }
+
+final class WebPushDemoRowsTests: XCTestCase {
+    func testRowsAreDeterministicMixedAndDecryptableByTheMock() throws {
+        let origins = ["https://127.0.0.1:8443", "https://push.example.net:9443"]
+        let rows = try XCTUnwrap(WebPushDemoRows.generate(origins: origins, count: 2000, seed: 5))
+        XCTAssertEqual(rows, WebPushDemoRows.generate(origins: origins, count: 2000, seed: 5))
+        XCTAssertNotEqual(rows, WebPushDemoRows.generate(origins: origins, count: 2000, seed: 6))
+        XCTAssertEqual(rows.count, 2000)
+        var kinds: [String: Int] = [:]
+        for row in rows {
+            let fields = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            XCTAssertEqual(fields.count, WebPushDemoRows.header.split(separator: ",").count)
+            XCTAssertEqual(fields[2], "web")
+            let subscription = try WebPushSubscription(endpoint: fields[1], p256dh: fields[5], auth: fields[6])
+            XCTAssertTrue(origins.contains(subscription.origin), subscription.origin)
+            let segment = WebPushDemoSubscriptions.path(of: fields[1]).split(separator: "/").first ?? ""
+            kinds[String(segment.prefix { $0.isLetter }), default: 0] += 1
+        }
+        XCTAssertEqual(Set(kinds.keys), ["ok", "gone", "nf", "big", "slow", "busy"])
+        XCTAssertGreaterThan(kinds["ok"] ?? 0, 1800)
+        // The mock decrypts what a sender encrypts to a demo row's keys.
+        let fields = rows[0].split(separator: ",").map(String.init)
+        let subscription = try WebPushSubscription(endpoint: fields[1], p256dh: fields[5], auth: fields[6])
+        var body = [UInt8]()
+        try Array("hello".utf8).withUnsafeBytes { try WebPushEncryptor().encrypt($0, for: subscription, into: &body) }
+        let keys = try XCTUnwrap(WebPushResponder().privateSubscription(path: String(WebPushDemoSubscriptions.path(of: fields[1]))))
+        XCTAssertEqual(try WebPushDecryptor(privateKey: keys.privateKey, authSecret: keys.authSecret).decrypt(body), Array("hello".utf8))
+    }
+}
