@@ -6,6 +6,7 @@ import PushcastAPNs
 import PushcastFCM
 import PushcastProviderKit
 import PushcastSystem
+import PushcastWebPush
 
 /// How the APNs listener checks credentials (APNs's server rules, PushcastAPNs).
 public typealias MockAuthentication = APNsServerAuthentication
@@ -16,12 +17,15 @@ public typealias MockAPNsEnvironment = APNsServerEnvironment
 struct MockProviders {
     let first: any ProviderResponder
     let second: (any ProviderResponder)?
+    /// Web Push on the third (`--webpush`).
+    let third: (any ProviderResponder)?
     private let fcm: FCMResponder?
     private let fcmAccount: FCMServiceAccount?
 
     /// A given service account is read here, before anything listens, so a bad file fails fast.
     init(_ configuration: MockServerConfiguration) throws(MockServerError) {
         first = APNsResponder(authentication: configuration.behavior.authentication)
+        third = try configuration.webpush.map { (webpush) throws(MockServerError) in try Self.webPushResponder(webpush) }
         guard let fcmConfiguration = configuration.fcm else {
             (second, fcm, fcmAccount) = (nil, nil, nil)
             return
@@ -75,6 +79,22 @@ struct MockProviders {
         } catch {
             throw MockServerError(description: "mock FCM credentials: \(error)")
         }
+    }
+
+    /// The Web Push responder: demo keys from the seed, and a given subscription file's, read now.
+    static func webPushResponder(_ configuration: MockWebPushConfiguration) throws(MockServerError) -> WebPushResponder {
+        var subscriptions: [String: WebPushPrivateSubscription] = [:]
+        if let path = configuration.subscriptionsPath {
+            do {
+                let bytes = try SecretFile.read(path, bytesMax: MockWebPushConfiguration.subscriptionFileBytesMax)
+                subscriptions = try bytes.withUnsafeBytes { (text) throws(WebPushSubscriptionFile.Problem) in try WebPushSubscriptionFile.read(Array(text)) }
+            } catch let error as WebPushSubscriptionFile.Problem {
+                throw MockServerError(description: "--webpush-subscriptions \(path): \(error.description)")
+            } catch {
+                throw MockServerError(description: "--webpush-subscriptions \(path): cannot read: \(error)")
+            }
+        }
+        return WebPushResponder(seed: configuration.seed ?? WebPushDemoSubscriptions.defaultSeed, subscriptions: subscriptions)
     }
 
     /// The audience Google's token endpoint checks assertions against.

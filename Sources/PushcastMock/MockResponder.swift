@@ -56,6 +56,8 @@ final class MockRateLimiter: Sendable {
 enum MockListener {
     case first
     case second
+    /// The Web Push listener's (`webpush`).
+    case third
 }
 
 /// What one worker of a listener shares with the others.
@@ -99,9 +101,9 @@ final class MockResponder: ServerResponder {
         self.slot = slot
         self.workerIndex = workerIndex
         self.streamsMax = streamsMax
-        let salt: UInt64 = shared.listener == .first ? 0 : 0xFC
+        let salt: UInt64 = shared.listener == .first ? 0 : shared.listener == .second ? 0xFC : 0x3B
         random = SplitMix64(seed: behavior.seed &+ salt &+ UInt64(workerIndex) &* 0x9E37_79B9)
-        if shared.listener == .second { publish() }
+        if shared.listener != .first { publish() }
     }
 
     func handle(_ request: HTTP2ServerRequest, on connection: ServerConnectionControl) -> ServerReply {
@@ -258,19 +260,26 @@ struct MockCounters {
             statistics.streamsOpenMaxPerConnection = streamsOpenMaxPerConnection
             statistics.streamsPerConnection = streamsPerConnection
             statistics.misbehavior = misbehavior
-        case .second:
-            statistics.fcm.listening = true
-            statistics.fcm.requests = requests
-            statistics.fcm.delivered = delivered
-            statistics.fcm.statusCounts = statusCounts
-            statistics.fcm.tokenRequests = tokenRequests
-            statistics.fcm.tokensIssued = tokensIssued
-            statistics.fcm.connectionsAccepted = connectionsAccepted
-            statistics.fcm.connectionsOpen = connectionsOpen
-            statistics.fcm.goAwaysSent = goAwaysSent
-            statistics.fcm.streamsOpenMax = streamsOpenMax
-            statistics.fcm.misbehavior = misbehavior
+        case .second: statistics.fcm = listenerStatistics
+        case .third: statistics.webpush = listenerStatistics
         }
+        return statistics
+    }
+
+    /// The counters of a listener after the first, in its own block.
+    var listenerStatistics: MockFCMStatistics {
+        var statistics = MockFCMStatistics()
+        statistics.listening = true
+        statistics.requests = requests
+        statistics.delivered = delivered
+        statistics.statusCounts = statusCounts
+        statistics.tokenRequests = tokenRequests
+        statistics.tokensIssued = tokensIssued
+        statistics.connectionsAccepted = connectionsAccepted
+        statistics.connectionsOpen = connectionsOpen
+        statistics.goAwaysSent = goAwaysSent
+        statistics.streamsOpenMax = streamsOpenMax
+        statistics.misbehavior = misbehavior
         return statistics
     }
 }

@@ -49,6 +49,8 @@ public struct MockServerConfiguration: Sendable {
     /// `--fcm`: an FCM listener (token endpoint and sends) on a second port, with `workers`
     /// threads of its own.
     public var fcm: MockFCMConfiguration? = nil
+    /// `--webpush`: a Web Push listener on a port of its own, with `workers` threads of its own.
+    public var webpush: MockWebPushConfiguration? = nil
 
     public init(certificate: MockCertificate) { self.certificate = certificate }
 
@@ -68,6 +70,8 @@ public final class MockServer: @unchecked Sendable {
     public let port: UInt16
     /// The FCM listener, when configured.
     public let fcm: MockFCMEndpoint?
+    /// The Web Push listener, when configured.
+    public private(set) var webpush: MockWebPushEndpoint?
     /// PEM of the CA that signed the server certificate, when the mock made it.
     public let authorityCertificatePEM: String?
     public let board: MockStatisticsBoard
@@ -82,7 +86,8 @@ public final class MockServer: @unchecked Sendable {
         let (tls, apnsTLS, authorityPEM) = try Self.makeTLSContexts(configuration)
         authorityCertificatePEM = authorityPEM
         let workers = max(1, configuration.workers)
-        board = MockStatisticsBoard(workers: configuration.fcm == nil ? workers : 2 * workers)
+        // Board slots: APNs workers, then FCM's, then Web Push's (each listener's block of `workers`).
+        board = MockStatisticsBoard(workers: configuration.webpush != nil ? 3 * workers : configuration.fcm == nil ? workers : 2 * workers)
         do {
             log = try configuration.logPath.map { path throws(SystemError) in try MockRequestLog(path: path) }
         } catch {
@@ -109,6 +114,7 @@ public final class MockServer: @unchecked Sendable {
         backendKind = apnsBackend
         guard let fcmConfiguration = configuration.fcm, let secondProvider = providers.second else {
             fcm = nil
+            webpush = try startWebPush(configuration, providers: providers, once: once, gate: gate, tls: tls, wall: apnsWall)
             return
         }
         // FCM: its own port, stream limit, body limit, rate-limit bucket and responders.
@@ -117,18 +123,55 @@ public final class MockServer: @unchecked Sendable {
                                         quota: fcmConfiguration.quotaPerMinute.map(MockProjectQuota.init(perMinute:)),
                                         retryAfterSeconds: fcmConfiguration.retryAfterSeconds, log: log,
                                         wallMilliseconds: fcmConfiguration.wallMilliseconds)
-        var fcmLimits = configuration.limits
-        fcmLimits.streamsPerConnectionMax = fcmConfiguration.streamsPerConnectionMax
-        fcmLimits.requestBodyBytesMax = max(fcmLimits.requestBodyBytesMax, MockFCMConfiguration.requestBodyBytesMax)
-        let fcmServerConfiguration = ServerConfiguration(host: configuration.host, port: fcmConfiguration.port, tls: tls,
-                                                         limits: fcmLimits, reactor: configuration.reactor,
-                                                         misbehavior: configuration.misbehavior, misbehaviorGate: gate)
+        let fcmServerConfiguration = Self.listenerConfiguration(configuration, port: fcmConfiguration.port, tls: tls, gate: gate,
+                                                                streamsMax: fcmConfiguration.streamsPerConnectionMax,
+                                                                bodyBytesMax: MockFCMConfiguration.requestBodyBytesMax)
         do {
             let (fcmPort, _) = try Self.startWorkers(count: workers, name: "mock-fcm", configuration: fcmServerConfiguration, group: workerGroup) { index in
                 MockResponder(behavior: behavior, shared: second, slot: workers + index, workerIndex: index,
                               streamsMax: fcmConfiguration.streamsPerConnectionMax)
             }
             fcm = try providers.secondBound(fcmConfiguration, host: configuration.host, port: fcmPort)
+            webpush = try startWebPush(configuration, providers: providers, once: once, gate: gate, tls: tls, wall: apnsWall)
+        } catch {
+            stopSignal.stop()
+            threads.join()
+            throw error
+        }
+    }
+
+    /// A listener after the first: its own port and stream limit, and a body limit of at least
+    /// `bodyBytesMax`; the rest as the APNs listener's.
+    private static func listenerConfiguration(_ configuration: MockServerConfiguration, port: UInt16, tls: TLSContext,
+                                              gate: ServerMisbehaviorGate?, streamsMax: Int, bodyBytesMax: Int) -> ServerConfiguration {
+        var limits = configuration.limits
+        limits.streamsPerConnectionMax = streamsMax
+        limits.requestBodyBytesMax = max(limits.requestBodyBytesMax, bodyBytesMax)
+        return ServerConfiguration(host: configuration.host, port: port, tls: tls, limits: limits, reactor: configuration.reactor,
+                                   misbehavior: configuration.misbehavior, misbehaviorGate: gate)
+    }
+
+    /// Starts the Web Push listener when configured: its own port, stream limit, body limit and
+    /// rate-limit bucket; stops every worker if it cannot.
+    private func startWebPush(_ configuration: MockServerConfiguration, providers: MockProviders, once: FirstTimeSet,
+                              gate: ServerMisbehaviorGate?, tls: TLSContext, wall: SystemWallClock) throws(MockServerError) -> MockWebPushEndpoint? {
+        guard let webpushConfiguration = configuration.webpush, let provider = providers.third else { return nil }
+        let behavior = configuration.behavior
+        let workers = max(1, configuration.workers)
+        let shared = MockListenerShared(provider: provider, listener: .third, board: board, once: once,
+                                        rateLimiter: behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }, quota: nil,
+                                        retryAfterSeconds: 1, log: log,
+                                        wallMilliseconds: webpushConfiguration.wallMilliseconds ?? { wall.secondsSinceEpoch() * 1000 })
+        let serverConfiguration = Self.listenerConfiguration(configuration, port: webpushConfiguration.port, tls: tls, gate: gate,
+                                                             streamsMax: webpushConfiguration.streamsPerConnectionMax,
+                                                             bodyBytesMax: MockWebPushConfiguration.requestBodyBytesMax)
+        do {
+            let (port, _) = try Self.startWorkers(count: workers, name: "mock-webpush", configuration: serverConfiguration,
+                                                  group: (threads, stopSignal, failures)) { index in
+                MockResponder(behavior: behavior, shared: shared, slot: 2 * workers + index, workerIndex: index,
+                              streamsMax: webpushConfiguration.streamsPerConnectionMax)
+            }
+            return MockWebPushEndpoint(port: port, origin: "https://\(Self.advertisedHost(configuration.host)):\(port)")
         } catch {
             stopSignal.stop()
             threads.join()

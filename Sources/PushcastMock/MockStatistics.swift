@@ -27,6 +27,9 @@ public struct MockStatistics: Sendable, Equatable {
     public var misbehavior = MockMisbehaviorStatistics()
     /// The FCM listener's counters (`mock --fcm`); the fields above count the APNs listener only.
     public var fcm = MockFCMStatistics()
+    /// The Web Push listener's counters (`mock --webpush`); `delivered` counts 201s, and the
+    /// token fields stay 0.
+    public var webpush = MockFCMStatistics()
 
     public init() {}
 
@@ -42,6 +45,7 @@ public struct MockStatistics: Sendable, Equatable {
         streamsPerConnection.merge(other.streamsPerConnection)
         misbehavior.merge(other.misbehavior)
         fcm.merge(other.fcm)
+        webpush.merge(other.webpush)
     }
 
     /// One JSON object, hand-written (no Foundation serialisation).
@@ -53,7 +57,8 @@ public struct MockStatistics: Sendable, Equatable {
             + "\"max_concurrent_streams_per_connection\":\(streamsOpenMaxPerConnection.json),"
             + "\"streams_per_connection\":\(streamsPerConnection.json)"
             + (misbehavior.isEmpty ? "" : ",\"misbehavior\":" + misbehavior.json)
-            + (fcm.listening ? ",\"fcm\":" + fcm.json : "") + "}"
+            + (fcm.listening ? ",\"fcm\":" + fcm.json : "")
+            + (webpush.listening ? ",\"webpush\":" + webpush.json : "") + "}"
     }
 }
 

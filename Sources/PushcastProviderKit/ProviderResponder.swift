@@ -64,9 +64,11 @@ public struct ProviderServerAnswer: Sendable {
     /// For a credential exchange (FCM's OAuth2 token endpoint): whether it issued a credential;
     /// nil for every other request.
     public var issuedCredential: Bool?
+    /// More request-log members the rules computed (`"payload_sha256":"…"`, no braces); nil: none.
+    public var logNote: String?
 
     public init(status: Int, kind: Kind, headers: [HTTP2Header] = [], inlineHeader: HTTP2InlineHeader? = nil, body: [UInt8] = [],
-                reason: String? = nil, token: String? = nil, issuedCredential: Bool? = nil) {
+                reason: String? = nil, token: String? = nil, issuedCredential: Bool? = nil, logNote: String? = nil) {
         self.status = status
         self.kind = kind
         self.headers = headers
@@ -75,6 +77,7 @@ public struct ProviderServerAnswer: Sendable {
         self.reason = reason
         self.token = token
         self.issuedCredential = issuedCredential
+        self.logNote = logNote
     }
 
     /// The headers to send: `headers`, then the inline one.

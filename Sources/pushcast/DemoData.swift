@@ -1,6 +1,7 @@
 import Foundation
 import PushcastCore
 import PushcastSystem
+import PushcastWebPush
 
 /// The demo's token file: a `push_devices` export of 100,000 rows, about 60 % iOS (64 hex digits,
 /// sent to APNs) and 40 % Android (opaque FCM registration tokens, sent to FCM), routed by the
@@ -71,6 +72,15 @@ enum DemoData {
             lines.append("dev-\(i + 1),\(csvField(token)),\(platform),u\(100_000 + i),\(locale),\(csvField(name))")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A Web Push demo file: `rows` subscriptions spread over `origins` (`https://host:port`, the
+    /// mock's Web Push listener), mixed kinds the mock answers 201, 410, 404, 413, 429 once and
+    /// 503 once (WebPushDemoRows), keys the mock derives from each endpoint's path. Not yet part
+    /// of what `pushcast demo` sends.
+    static func generateWeb(origins: [String], rows: Int, seed: UInt64) -> String? {
+        guard let lines = WebPushDemoRows.generate(origins: origins, count: rows, seed: seed) else { return nil }
+        return ([WebPushDemoRows.header] + lines).joined(separator: "\n") + "\n"
     }
 
     /// 64 hex digits, as APNs issues them.

@@ -72,7 +72,16 @@ enum MockCommand {
                    + "naming the project quota (ErrorInfo RATE_LIMIT_EXCEEDED), with a Retry-After of the seconds until there is room"),
             .value("fcm-retry-after", metavar: "SECONDS", help: "retry-after of 429 QUOTA_EXCEEDED answers (tokens starting 4290, --rate-limit, --error-rate 429:P)",
                    defaultDescription: "1"),
-            .value("log", metavar: "FILE", help: "write one NDJSON line per request (0600), with ts (wall ms), mono_ms, provider (apns|fcm), token and status"),
+.flag("webpush", help: "also serve Web Push (RFC 8030) on a port of its own, for every origin the certificate names: POST <endpoint path> must carry "
+                  + "Authorization: vapid t=…, k=… whose aud is the origin it arrived on (https://HOST:PORT), TTL, Content-Encoding: aes128gcm and at most 4096 bytes, "
+                  + "and must decrypt with the subscription's keys (derived from the endpoint's path, or --webpush-subscriptions). "
+                  + "An endpoint's first path segment starting gone answers 410, nf or 404 404, big 413, slow 429 with Retry-After: 1 once, busy 503 once; "
+                  + "others 201 with a Location. Any --webpush-* option implies it. A stdout line names it: WEBPUSH_PORT=PORT WEBPUSH_ORIGIN=https://127.0.0.1:PORT"),
+            .value("webpush-port", metavar: "N", help: "Web Push port; 0 picks a free one", defaultDescription: "0"),
+            .value("webpush-seed", metavar: "TEXT", help: "the seed the demo subscriptions' keys are derived from", defaultDescription: "pushcast-demo-webpush"),
+            .value("webpush-subscriptions", metavar: "FILE", help: "also decrypt for these subscriptions: JSON lines of endpoint, private_key (base64url scalar) and auth (base64url)"),
+            .value("log", metavar: "FILE", help: "write one NDJSON line per request (0600), with ts (wall ms), mono_ms, provider (apns|fcm|webpush), token and status; "
+                   + "Web Push lines carry the endpoint and the decrypted payload's SHA-256 (payload_sha256)"),
             .value("duration", metavar: "TIME", help: "stop by itself after this long (e.g. 30s)"),
             CommonOptions.io,
         ])
@@ -137,6 +146,7 @@ enum MockCommand {
         let checksCredentials = try parsed.choice("auth", from: ["token", "none"]) != "none"
         let keyAnnouncement = try configureAPNsAuthentication(parsed, checksCredentials: checksCredentials, &configuration)
         configuration.fcm = try makeFCMConfiguration(parsed, requiresBearer: checksCredentials)
+        configuration.webpush = try makeWebPushConfiguration(parsed)
         let duration = try parsed.duration("duration")
 
         // Block SIGINT/SIGTERM before any thread starts, so every worker inherits the mask and the
@@ -153,7 +163,7 @@ enum MockCommand {
         }
         Console.out("PORT=\(server.port)")
         if let keyAnnouncement { Console.out(keyAnnouncement) }
-        if let fcm = server.fcm { Console.out(fcm.announcement) }
+        for line in [server.fcm?.announcement, server.webpush?.announcement].compactMap({ $0 }) { Console.out(line) }
         describe(server, configuration)
 
         if let duration {
@@ -174,6 +184,7 @@ enum MockCommand {
     static func describe(_ server: MockServer, _ configuration: MockServerConfiguration) {
         Console.error("pushcast mock: listening on \(configuration.host):\(server.port) with \(configuration.workers) worker(s), io=\(server.backendKind.rawValue)")
         if let fcm = server.fcm { Console.error("pushcast mock: FCM (project \(fcm.projectID)) on \(configuration.host):\(fcm.port)") }
+        if let webpush = server.webpush { Console.error("pushcast mock: Web Push on \(configuration.host):\(webpush.port)") }
         if let clientCA = configuration.clientCAFile, case .certificate(let environment) = configuration.behavior.authentication {
             Console.error("pushcast mock: APNs certificate auth (\(environment.rawValue)): client certificates must verify against \(clientCA)")
         }
@@ -209,6 +220,16 @@ enum MockCommand {
         configuration.clientCAFile = clientCA
         configuration.admitsUnverifiedClientCertificates = parsed.flag("client-cert-403")
         return nil
+    }
+
+    /// The Web Push listener's settings, when `--webpush` or any `--webpush-*` option asks for one.
+    static func makeWebPushConfiguration(_ parsed: ParsedArguments) throws -> MockWebPushConfiguration? {
+        guard parsed.flag("webpush") || ["webpush-port", "webpush-seed", "webpush-subscriptions"].contains(where: { parsed.contains($0) }) else { return nil }
+        var webpush = MockWebPushConfiguration()
+        webpush.port = UInt16(try parsed.int("webpush-port", default: 0, range: 0...65535))
+        webpush.seed = parsed.value("webpush-seed")
+        webpush.subscriptionsPath = parsed.value("webpush-subscriptions")
+        return webpush
     }
 
     /// The FCM listener's settings, when `--fcm` or any `--fcm-*` option asks for one.

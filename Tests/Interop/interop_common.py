@@ -62,9 +62,9 @@ class Results:
         os.chmod(path, 0o600)
         self.counts = {}
 
-    def add(self, token, status, reason=None, notification_id=None):
+    def add(self, token, status, reason=None, notification_id=None, **extra):
         self.counts[status] = self.counts.get(status, 0) + 1
-        self.handle.write(json.dumps({"token": token, "status": status, "reason": reason, "id": notification_id}) + "\n")
+        self.handle.write(json.dumps({"token": token, "status": status, "reason": reason, "id": notification_id, **extra}) + "\n")
 
     def close(self, client):
         self.handle.close()
