@@ -127,21 +127,8 @@ enum MockCommand {
         configuration.port = UInt16(try parsed.int("port", default: 0, range: 0...65535))
         configuration.workers = try CommonOptions.workers(parsed)
         configuration.limits.streamsPerConnectionMax = try parsed.int("max-streams", default: 1000, range: 1...100_000)
-        configuration.behavior.latencyNanoseconds = UInt64(try parsed.int("latency-ms", default: 0, range: 0...600_000)) * 1_000_000
-        configuration.behavior.goAwayAfter = try parsed.int("goaway-after", range: 1...Int.max)
         configuration.reactor = try CommonOptions.reactorConfiguration(parsed)
-        configuration.behavior.streamsAfterReject = try parsed.int("streams-after-reject", range: 1...100_000)
-        configuration.behavior.rateLimitPerSecond = try parsed.int("rate-limit", range: 1...100_000_000)
-        if let (status, rate) = try errorRate(parsed) {
-            configuration.behavior.errorStatus = status
-            configuration.behavior.errorRate = rate
-        }
-        configuration.http1Only = parsed.flag("http1-only")
-        configuration.misbehavior = try parsed.choice("misbehave", default: ServerMisbehavior.none)
-        configuration.misbehaveAfter = try parsed.int("misbehave-after", range: 0...Int.max)
-        if configuration.misbehaveAfter != nil && configuration.misbehavior == .none {
-            throw parsed.error("--misbehave-after needs --misbehave MODE")
-        }
+        try readBehavior(parsed, into: &configuration)
         configuration.logPath = parsed.value("log")
         let checksCredentials = try parsed.choice("auth", from: ["token", "none"]) != "none"
         let keyAnnouncement = try configureAPNsAuthentication(parsed, checksCredentials: checksCredentials, &configuration)
@@ -178,6 +165,25 @@ enum MockCommand {
         Console.out(statistics.json)
         for failure in server.workerFailures { Console.error("pushcast mock: \(failure)") }
         return server.workerFailures.isEmpty ? .success : .stopped
+    }
+
+    /// The faults and protocols the options ask for: latency, GOAWAY, stream limits, rate limit,
+    /// error rate, HTTP/1.1 only, `--misbehave`.
+    static func readBehavior(_ parsed: ParsedArguments, into configuration: inout MockServerConfiguration) throws {
+        configuration.behavior.latencyNanoseconds = UInt64(try parsed.int("latency-ms", default: 0, range: 0...600_000)) * 1_000_000
+        configuration.behavior.goAwayAfter = try parsed.int("goaway-after", range: 1...Int.max)
+        configuration.behavior.streamsAfterReject = try parsed.int("streams-after-reject", range: 1...100_000)
+        configuration.behavior.rateLimitPerSecond = try parsed.int("rate-limit", range: 1...100_000_000)
+        if let (status, rate) = try errorRate(parsed) {
+            configuration.behavior.errorStatus = status
+            configuration.behavior.errorRate = rate
+        }
+        configuration.http1Only = parsed.flag("http1-only")
+        configuration.misbehavior = try parsed.choice("misbehave", default: ServerMisbehavior.none)
+        configuration.misbehaveAfter = try parsed.int("misbehave-after", range: 0...Int.max)
+        if configuration.misbehaveAfter != nil && configuration.misbehavior == .none {
+            throw parsed.error("--misbehave-after needs --misbehave MODE")
+        }
     }
 
     /// The stderr lines that say what is listening, and how it behaves.
