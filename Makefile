@@ -43,20 +43,19 @@ END_TO_END := \
 # InteropTests: nghttpd and h2load (nghttp2-server, nghttp2-client). The three FCM tests check
 # signatures with, or make keys with, the openssl command line (/usr/bin/openssl).
 
-# The unit tier in groups that run side by side, each its own `swift test` process: a serial run
-# takes about 2 minutes here, half of it FCMAccessTokensTests waiting on its refresher thread (which
-# looks at the clock once a second) at no CPU cost, and SimulationTests's seed sweep is the longest
-# single test. Groups 1-4 are patterns like END_TO_END's; `rest` is every other test, so a new test
-# lands somewhere even if no group names it. The groups only balance the time (the seconds are a
-# serial run's): what they run together is the tier. UNIT_JOBS=1 runs them one after the other.
-# 1: 38 s, asleep
-UNIT_SHARD_1 := '^PushcastEngineTests\.FCMAccessTokensTests/testA'
-# 2: 13 s asleep, then 14 s
-UNIT_SHARD_2 := '^PushcastEngineTests\.FCMAccessTokensTests/test[^A]' '^PushcastInputTests\.'
-# 3: 23 s, 18 of them the seed sweep
-UNIT_SHARD_3 := '^PushcastSimulationTests\.SimulationTests/'
-# 4: 11 s and 7 s; rest: about 20 s
-UNIT_SHARD_4 := '^PushcastTransportTests\.' '^PushcastEngineTests\.FCMWorkloadTests/'
+# The unit tier in groups that run side by side, each its own `swift test` process: the simulator's
+# sweeps are most of its CPU time, so they are spread over the groups. Groups 1-4 are patterns like
+# END_TO_END's; `rest` is every other test, so a new test lands somewhere even if no group names it.
+# The groups only balance the time (the seconds are a serial run's on 2 cores): what they run
+# together is the tier. UNIT_JOBS=1 runs them one after the other.
+# 1: about 12 s, the seed sweep
+UNIT_SHARD_1 := '^PushcastSimulationTests\.SimulationTests/'
+# 2: about 15 s, the storage sweep and the client's planted bugs
+UNIT_SHARD_2 := '^PushcastSimulationTests\.StorageFaultSweepTests/' '^PushcastSimulationTests\.ClientWorkerMutationTests/'
+# 3: about 12 s, crashes and the readers
+UNIT_SHARD_3 := '^PushcastSimulationTests\.SimulatedCrashTests/' '^PushcastInputTests\.'
+# 4: about 25 s, transport and engine; rest: about 15 s
+UNIT_SHARD_4 := '^PushcastTransportTests\.' '^PushcastEngineTests\.'
 UNIT_SHARDS := 1 2 3 4
 UNIT_SHARD_TARGETS := $(addprefix unit-shard-,$(UNIT_SHARDS) rest)
 UNIT_JOBS ?= $(words $(UNIT_SHARD_TARGETS))

@@ -40,13 +40,19 @@ public final class FCMAccessTokens: @unchecked Sendable {
     private let clock: MonotonicClock
     private let threads: any ThreadSource
     private let condition: any WaitCondition
+    /// The longest the refresher waits between looks at the clock.
+    private let lookSeconds: Double
     private var state = State()
     /// Called once, from the refresher thread, when no token can be had any more.
     private var onFatal: (@Sendable (String) -> Void)?
 
-    /// `fetch` performs one token request (blocking); it runs on the refresher thread only.
-    public init(clock: MonotonicClock, threads: any ThreadSource, fetch: @escaping @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>) {
+    /// `fetch` performs one token request (blocking); it runs on the refresher thread only. The
+    /// refresher looks at the clock at least every `lookSeconds` (a clock moved by a test is
+    /// noticed that soon).
+    public init(clock: MonotonicClock, threads: any ThreadSource, lookSeconds: Double = 1.0,
+                fetch: @escaping @Sendable () -> Result<OAuthAccessToken, FCMTokenFetchError>) {
         self.clock = clock
+        self.lookSeconds = lookSeconds
         self.threads = threads
         condition = threads.makeCondition()
         self.fetch = fetch
@@ -152,7 +158,7 @@ public final class FCMAccessTokens: @unchecked Sendable {
                 let wanted = state.rejectedGeneration == state.generation || now >= state.refreshAtNanoseconds
                 if wanted && now >= state.notBeforeNanoseconds { break }
                 let until = wanted ? state.notBeforeNanoseconds : state.refreshAtNanoseconds
-                condition.wait(seconds: min(Double(until - now) / 1e9, 1.0))
+                condition.wait(seconds: min(Double(until - now) / 1e9, lookSeconds))
             }
             if state.closed {
                 condition.unlock()

@@ -77,6 +77,7 @@ public enum CampaignSimulator {
         defer { tokens.close() }
         let clock = ManualClock()
         let network = SimulatedNetwork(clock: clock, model: scenario.network, seed: scenario.seed &+ 3)
+        defer { network.tearDown() }
         do {
             try tokens.start { _ in }
             if let death = scenario.serverDeath, let server = servers[death.provider] {
@@ -157,6 +158,7 @@ public enum CampaignSimulator {
         -> (summary: CampaignSummary, cutShort: String?)
     {
         let network = SimulatedNetwork(clock: clock, model: model, seed: seed &+ 3)
+        defer { network.tearDown() }
         return self.run(run, servers: servers, network: network, seed: seed, sink: sink, crashAfter: crashAfter, mutation: nil,
                         timeLimit: 4 * 3600 * 1_000_000_000)
     }

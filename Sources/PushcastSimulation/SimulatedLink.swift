@@ -43,7 +43,11 @@ final class SimulatedHost: SimulatedSockets {
         guard !ready.isEmpty else { return }
         let events = ready
         ready.removeAll()
-        for event in events { body(event) }
+        for event in events {
+            body(event)
+            // The worker has read the bytes: the window toward it opens again.
+            if case .received(let id, let bytes) = event { links[id]?.clientRead(bytes.count) }
+        }
     }
 
     func deliver(_ event: SimulatedSocketEvent) { ready.append(event) }
@@ -66,6 +70,8 @@ final class SimulatedLink {
     private var lastToServer: UInt64 = 0
     private var lastToClient: UInt64 = 0
     private var inFlightToServer = 0
+    /// Bytes sent by the server that the client has not read yet (its socket buffer).
+    private var unreadByClient = 0
 
     init(id: Int, network: SimulatedNetwork, host: SimulatedHost, server: SimulatedServer, latency: UInt64) {
         self.id = id
@@ -110,6 +116,10 @@ final class SimulatedLink {
         return taken
     }
 
+    /// Whether the server may write more: what the client has not read stays under the window,
+    /// as a socket's buffers hold it (a server writing an endless body is held back here).
+    var serverMayWrite: Bool { unreadByClient < network.model.windowBytes }
+
     /// The server writes.
     func serverSend(_ bytes: [UInt8]) {
         guard clientReads else { return }
@@ -118,8 +128,21 @@ final class SimulatedLink {
             toClient(.closed(id, errno: 0))
             return
         }
+        unreadByClient += bytes.count
         toClient(.received(id, bytes))
     }
+
+    /// The client's worker read `count` bytes; a server held back by the window writes again once
+    /// the client's window update reaches it.
+    func clientRead(_ count: Int) {
+        let wasFull = !serverMayWrite
+        unreadByClient = max(0, unreadByClient - count)
+        guard wasFull, serverMayWrite else { return }
+        network.schedule(at: network.now + latency) { [self] in serverSide?.writable() }
+    }
+
+    /// The run ended: the server's end lets go of this link.
+    func detach() { serverSide = nil }
 
     /// The server closed the connection in order (after its GOAWAY, or on a protocol error).
     func serverClosed() {

@@ -59,7 +59,7 @@ final class SimulatedNetwork {
     let clock: ManualClock
     let model: NetworkModel
     let random: SplitMix64
-    private var queue = MinHeap<Scheduled>(capacity: 1024) { ($0.at, $0.sequence) < ($1.at, $1.sequence) }
+    private var queue = MinHeap<Scheduled>(capacity: 1024) { $0.at != $1.at ? $0.at < $1.at : $0.sequence < $1.sequence }
     private var sequence: UInt64 = 0
     private var nextLinkID = 1
     private(set) var links: [Int: SimulatedLink] = [:]
@@ -110,6 +110,14 @@ final class SimulatedNetwork {
     }
 
     func forget(_ link: SimulatedLink) { links[link.id] = nil }
+
+    /// The run is over: what is still scheduled is dropped, and every connection's two ends,
+    /// which hold each other, are unhooked (else each seed's connections outlive it).
+    func tearDown() {
+        while queue.pop() != nil {}
+        for id in links.keys.sorted() { links[id]?.detach() }
+        links.removeAll()
+    }
 
     /// Every connection to `server` is reset (an outage).
     func resetEveryLink(to server: SimulatedServer) {

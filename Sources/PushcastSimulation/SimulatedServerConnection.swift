@@ -134,9 +134,12 @@ final class SimulatedServerConnection {
         flush()
     }
 
+    /// The client read what held the server back: it writes on.
+    func writable() { flush() }
+
     private func flush() {
         guard !peerGone else { return }
-        while channel.wantsWrite {
+        while channel.wantsWrite && link.serverMayWrite {
             let n = channel.produceCiphertext(into: buffer)
             if n == 0 { break }
             link.serverSend(Array(buffer[0..<n]))

@@ -260,10 +260,13 @@ public final class HTTP2ServerSession {
     }
 
     /// GOAWAY with last-stream-id 0, sent after the half answers queued so far are out (the
-    /// contradiction: answered streams declared unprocessed).
+    /// contradiction: answered streams declared unprocessed). A stream the client opens from now
+    /// on is refused unprocessed, as the GOAWAY will say: while the GOAWAY waits behind a full
+    /// window, a request that arrived meanwhile must not be processed and then disowned.
     public func goAwayZeroAfterStatus(errorCode: UInt32, debugData: String) {
         guard !closed else { return }
         goAwayAfterStatus = (errorCode, debugData)
+        goAwayLastStreamID = 0
     }
 
     /// A hostile burst of `count` PING frames (a flood: a client that must acknowledge each one

@@ -1,7 +1,7 @@
 // FCMAccessTokens on an injected clock with a scripted token endpoint: the first fetch, the
 // scheduled refresh (5 minutes or a tenth of the lifetime early), the immediate refresh after a
 // 401, the back-off after a passing failure, the fatal paths and close(). The refresher is a real
-// thread that waits at most 1 s between looks at the clock, so a test moves the clock and then
+// thread that here waits at most 10 ms between looks at the clock, so a test moves the clock and then
 // waits (briefly, by polling) for the thread to act; "nothing happened" is proved by watching the
 // thread read the clock twice after the move (or, once the thread has ended, by the counts it left:
 // only that thread fetches, so they are final), never by a fixed sleep.
@@ -131,7 +131,7 @@ final class FCMAccessTokensTests: XCTestCase {
         .failure(FCMTokenFetchError(text, isCredentialRejected: true))
     }
 
-    /// Polls `predicate` every 2 ms for up to `timeout` seconds (the refresher needs at most about 1 s).
+    /// Polls `predicate` every 2 ms for up to `timeout` seconds (the refresher needs about 10 ms).
     static func eventually(timeout: Double = 5, _ predicate: () -> Bool) -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while Date() < deadline {
@@ -167,7 +167,7 @@ final class FCMAccessTokensTests: XCTestCase {
         init(lifetimeSeconds: Int, start: Bool = true) throws {
             let endpoint = TokenEndpoint(lifetimeSeconds: lifetimeSeconds)
             self.endpoint = endpoint
-            tokens = FCMAccessTokens(clock: clock, threads: SystemThreads()) { endpoint.fetch() }
+            tokens = FCMAccessTokens(clock: clock, threads: SystemThreads(), lookSeconds: 0.01) { endpoint.fetch() }
             if start {
                 let fatal = self.fatal
                 try tokens.start { fatal.record($0) }

@@ -39,7 +39,7 @@ final class FCMWorkloadTests: XCTestCase {
              rowDeadlineNanoseconds: UInt64? = nil, retryAfterMaxNanoseconds: UInt64? = nil) throws {
             let endpoint = TokenEndpoint(lifetimeSeconds: lifetimeSeconds)
             self.endpoint = endpoint
-            tokens = FCMAccessTokens(clock: tokenClock, threads: SystemThreads()) { endpoint.fetch() }
+            tokens = FCMAccessTokens(clock: tokenClock, threads: SystemThreads(), lookSeconds: 0.01) { endpoint.fetch() }
             let fatal = self.fatal
             try tokens.start { fatal.record($0) }
             channel = NotificationChannel(capacity: channelCapacity)

@@ -14,11 +14,20 @@ final class SimulationTests: XCTestCase {
         return 1...max(1, count)
     }
 
+    /// The reports of seeds 1 to 40, run once for the two tests that sweep them.
+    static let firstForty: [UInt64: SimulationReport] = Dictionary(uniqueKeysWithValues: (UInt64(1)...40).map {
+        ($0, CampaignSimulator.run(SimulationScenario(seed: $0)))
+    })
+
+    static func report(seed: UInt64) -> SimulationReport {
+        firstForty[seed] ?? CampaignSimulator.run(SimulationScenario(seed: seed))
+    }
+
     func testSeedSweepKeepsEveryInvariant() {
         var failing: [String] = []
         var requests = 0
         for seed in Self.seeds {
-            let report = CampaignSimulator.run(SimulationScenario(seed: seed))
+            let report = Self.report(seed: seed)
             requests += report.requests
             if !report.violations.isEmpty { failing.append(report.description) }
         }
@@ -48,7 +57,7 @@ final class SimulationTests: XCTestCase {
         for seed in UInt64(1)...40 {
             let scenario = SimulationScenario(seed: seed)
             if scenario.faults[.apns]!.refuse > 0 { stormy += 1 }
-            outcomes.formUnion(CampaignSimulator.run(scenario).outcomes.keys)
+            outcomes.formUnion(Self.report(seed: seed).outcomes.keys)
         }
         XCTAssertEqual(outcomes, [.delivered, .pruned, .failed, .invalid, .duplicate, .unknown])
         XCTAssertGreaterThan(stormy, 10)

@@ -257,6 +257,32 @@ final class HTTP2SessionTests: XCTestCase {
         }
     }
 
+    /// A request that arrives while the half answer and its GOAWAY(0) are still queued (the
+    /// server's writes held back) is refused, not processed: the GOAWAY will disown it, so the
+    /// client may send it again, and the server must not have acted on it.
+    func testAStreamOpenedBehindAQueuedGoAwayZeroIsRefusedUnprocessed() throws {
+        let pair = try HTTP2Pair()
+        try pair.pump()
+        var processed: [String] = []
+        pair.onServerEvent = { event, server in
+            guard case .request(let request) = event else { return }
+            processed.append(request.path)
+            server.sendStatusOnly(streamID: request.streamID, status: 200, thenReset: nil)
+            server.goAwayZeroAfterStatus(errorCode: 0, debugData: "")
+        }
+        XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/cut"), tag: 1))
+        try pair.moveClientToServer()
+        XCTAssertEqual(processed, ["/cut"])
+        // The server has not written yet: the client opens another stream meanwhile.
+        XCTAssertNotNil(pair.client.submit(HTTP2Pair.request("/later"), tag: 2))
+        try pair.moveClientToServer()
+        XCTAssertEqual(processed, ["/cut"], "a stream the GOAWAY(0) disowns was processed")
+        try pair.pump()
+        XCTAssertEqual(pair.clientEvents.first { $0.tag == 1 }?.failure, .cutAfterResponse(status: 200))
+        let later = try XCTUnwrap(pair.clientEvents.first { $0.tag == 2 }?.failure)
+        XCTAssertTrue(later.isSafeToRetry, "\(later)")
+    }
+
     // MARK: 5. Flow control
 
     func testBodyStallsAtPeerWindowAndResumesOnWindowUpdate() throws {
