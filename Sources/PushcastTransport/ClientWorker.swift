@@ -13,6 +13,9 @@ public struct ClientConfiguration: Sendable {
     public var endpoint: Endpoint
     /// The IP literal to connect to (the endpoint's host, resolved at start-up).
     public var address: String
+    /// The port to connect to when it is not the endpoint's (`--connect-to`); the endpoint's
+    /// host and port still go in SNI, certificate checks and :authority.
+    public var connectPort: UInt16? = nil
     /// Its ALPN list says which protocols the client offers (`TLSContext.alpnProtocols`; "h2"
     /// alone by default). With "http/1.1" among them, a server that selects it, or selects
     /// nothing, is spoken to in HTTP/1.1 (`http1`).
@@ -269,7 +272,7 @@ public final class ClientWorker {
         c.goAwayLastStreamID = nil
         breaker.activity(nowNanoseconds: clock.nowNanoseconds())
         do {
-            let slot = try reactor.connect(host: configuration.address, port: configuration.endpoint.port)
+            let slot = try reactor.connect(host: configuration.address, port: configuration.connectPort ?? configuration.endpoint.port)
             c.slot = slot
             bySlot[slot.index] = c
         } catch {

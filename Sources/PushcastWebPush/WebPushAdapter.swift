@@ -142,7 +142,8 @@ public enum WebPushAnswer {
             return .delivered(messageID: response.headers.first { $0.name == "location" }.map { String($0.value.prefix(512)) })
         }
         let retryAfter = response.headers.first { $0.name == "retry-after" }.flatMap { RetryAfter.seconds($0.value, nowEpochSeconds: nowEpochSeconds) }
-        func reason(_ base: String) -> String { detail(response.body).map { "\(base) (\($0))" } ?? base }
+        // A detail that only repeats the reason ({"reason":"Gone"} with 410) adds nothing.
+        func reason(_ base: String) -> String { detail(response.body).flatMap { $0 == base ? nil : "\(base) (\($0))" } ?? base }
         switch status {
         case 404: return .prune(reason: reason(WebPushReason.notFound), unregisteredAt: nil)
         case 410: return .prune(reason: reason(WebPushReason.gone), unregisteredAt: nil)

@@ -88,7 +88,10 @@ public enum WebPushDemoRows {
 
     /// The endpoint kinds, per mille of the rows (the rest are `ok`): the mock answers `gone` 410,
     /// `nf` 404, `big` 413, `slow` 429 once, `busy` 503 once.
-    static let kinds: [(prefix: String, perMille: UInt64)] = [("gone", 30), ("nf", 10), ("big", 5), ("slow", 10), ("busy", 10)]
+    public static let kinds: [(prefix: String, perMille: UInt64)] = [("gone", 30), ("nf", 10), ("big", 5), ("slow", 10), ("busy", 10)]
+
+    /// The kinds without `big`: subscriptions that all end delivered or pruned (`pushcast demo`).
+    public static let kindsThatNeverFail = kinds.filter { $0.prefix != "big" }
 
     /// `count` rows spread over `origins` (`https://host:port`), deterministic for a seed:
     /// endpoint `<origin>/<kind><n>/<id>`, keys from `WebPushDemoSubscriptions`, platform `web`.
@@ -101,18 +104,27 @@ public enum WebPushDemoRows {
         var lines: [String] = []
         lines.reserveCapacity(count)
         for index in 0..<count {
-            var draw = random.next(below: 1000)
-            var kind = "ok"
-            for candidate in kinds {
-                if draw < candidate.perMille { kind = candidate.prefix; break }
-                draw -= candidate.perMille
-            }
-            let origin = origins[Int(random.next(below: UInt64(origins.count)))]
-            let endpoint = origin + "/\(kind)\(index + firstID)/" + String(random.next(), radix: 36)
-            guard let keys = WebPushDemoSubscriptions.make(endpoint: endpoint, seed: keySeed) else { return nil }
+            guard let (endpoint, keys) = subscription(origins: origins, number: index + firstID, random: random, keySeed: keySeed) else { return nil }
             let locale = locales[Int(random.next(below: UInt64(locales.count)))]
             lines.append("web-\(index + firstID),\(endpoint),web,w\(100_000 + index + firstID),\(locale),\(keys.p256dh),\(keys.auth)")
         }
         return lines
+    }
+
+    /// One subscription: a kind drawn from `kinds` (per mille; the rest `ok`), an origin from
+    /// `origins`, endpoint `<origin>/<kind><number>/<id>`, and the keys the mock derives from its
+    /// path. Nil when a key cannot be derived (OpenSSL failed).
+    public static func subscription(origins: [String], number: Int, random: SplitMix64, kinds: [(prefix: String, perMille: UInt64)] = kinds,
+                                    keySeed: String = WebPushDemoSubscriptions.defaultSeed) -> (endpoint: String, keys: WebPushDemoKeys)? {
+        var draw = random.next(below: 1000)
+        var kind = "ok"
+        for candidate in kinds {
+            if draw < candidate.perMille { kind = candidate.prefix; break }
+            draw -= candidate.perMille
+        }
+        let origin = origins[Int(random.next(below: UInt64(origins.count)))]
+        let endpoint = origin + "/\(kind)\(number)/" + String(random.next(), radix: 36)
+        guard let keys = WebPushDemoSubscriptions.make(endpoint: endpoint, seed: keySeed) else { return nil }
+        return (endpoint, keys)
     }
 }

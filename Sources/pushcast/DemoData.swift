@@ -3,18 +3,27 @@ import PushcastCore
 import PushcastSystem
 import PushcastWebPush
 
-/// The demo's token file: a `push_devices` export of 100,000 rows, about 60 % iOS (64 hex digits,
-/// sent to APNs) and 40 % Android (opaque FCM registration tokens, sent to FCM), routed by the
-/// `platform` column. In both: about 3 % dead tokens (the mock answers APNs 410 / FCM 404
+/// The demo's token file: a `push_devices` export of 100,000 rows, about 50 % iOS (64 hex digits,
+/// sent to APNs), 40 % Android (opaque FCM registration tokens, sent to FCM) and 10 % web (a
+/// browser's push subscription: endpoint, p256dh and auth, sent by Web Push to four push
+/// services), routed by the `platform` column. Web rows' keys are the ones the mock derives from
+/// each endpoint's path; about 3 % of them are gone (410) and 1 % not found (404), a few are
+/// answered 429 or 503 once. In iOS and Android rows: about 3 % dead tokens (the mock answers APNs 410 / FCM 404
 /// UNREGISTERED to tokens starting `dead`), 1 % malformed tokens, 1 % duplicates, a few tokens the
 /// mock answers 503 once or 429 once, a few it refuses as bad tokens (`bad0`, and on Android
 /// `mism`, a sender-ID mismatch), and first names in several scripts (Latin, Arabic, Chinese,
 /// Cyrillic; some with commas and quotes, so the CSV quoting is exercised). Deterministic: the
 /// same seed gives the same file.
 enum DemoData {
-    static let header = "device_id,token,platform,user_id,locale,first_name"
+    static let header = "device_id,token,platform,user_id,locale,first_name,endpoint,p256dh,auth"
     /// Android rows per mille.
     static let androidPerMille: UInt64 = 400
+    /// Web rows per mille.
+    static let webPerMille: UInt64 = 100
+    /// The push services the web rows' endpoints name (the demo connects each to the mock).
+    static let webOrigins = ["https://fcm.googleapis.com", "https://updates.push.services.mozilla.com", "https://web.push.apple.com",
+                             "https://wns2-par02p.notify.windows.com"]
+    static var webHosts: [String] { webOrigins.map { String($0.dropFirst("https://".count)) } }
 
     static let names = [
         "Alice", "Bob", "\u{645}\u{62D}\u{645}\u{62F}", "\u{641}\u{627}\u{637}\u{645}\u{629}",  // Muhammad, Fatima
@@ -27,14 +36,20 @@ enum DemoData {
     /// The alphabet of FCM registration tokens (base64url).
     private static let base64URL = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
-    static func generate(rows: Int, seed: UInt64) -> String {
+    static func generate(rows: Int, seed: UInt64) -> String? {
         let random = SplitMix64(seed: seed)
         var lines = [header]
         lines.reserveCapacity(rows + 1)
         // Earlier (platform, token) pairs that later rows may repeat (a reinstall under a new device_id).
         var issued: [(platform: String, token: String)] = []
         for i in 0..<rows {
-            let android = random.next(below: 1000) < androidPerMille
+            let roll = random.next(below: 1000)
+            if roll < webPerMille {
+                guard let line = webRow(i, random) else { return nil }
+                lines.append(line)
+                continue
+            }
+            let android = roll < webPerMille + androidPerMille
             var platform = android ? "android" : "ios"
             var token = android ? fcmToken(random) : iosToken(random)
             let draw = random.next(below: 1000)
@@ -69,15 +84,24 @@ enum DemoData {
             if issued.count < 5000 { issued.append((platform, token)) }
             let name = names[Int(random.next(below: UInt64(names.count)))]
             let locale = locales[Int(random.next(below: UInt64(locales.count)))]
-            lines.append("dev-\(i + 1),\(csvField(token)),\(platform),u\(100_000 + i),\(locale),\(csvField(name))")
+            lines.append("dev-\(i + 1),\(csvField(token)),\(platform),u\(100_000 + i),\(locale),\(csvField(name)),,,")
         }
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// A Web Push demo file: `rows` subscriptions spread over `origins` (`https://host:port`, the
+    /// Row `i` as a web subscription on one of `webOrigins` (no 413 kind: every web row ends
+    /// delivered or pruned).
+    static func webRow(_ i: Int, _ random: SplitMix64) -> String? {
+        guard let (endpoint, keys) = WebPushDemoRows.subscription(origins: webOrigins, number: i + 1, random: random,
+                                                                   kinds: WebPushDemoRows.kindsThatNeverFail) else { return nil }
+        let name = names[Int(random.next(below: UInt64(names.count)))]
+        let locale = locales[Int(random.next(below: UInt64(locales.count)))]
+        return "dev-\(i + 1),,web,u\(100_000 + i),\(locale),\(csvField(name)),\(endpoint),\(keys.p256dh),\(keys.auth)"
+    }
+
+    /// A Web Push file: `rows` subscriptions spread over `origins` (`https://host:port`, the
     /// mock's Web Push listener), mixed kinds the mock answers 201, 410, 404, 413, 429 once and
-    /// 503 once (WebPushDemoRows), keys the mock derives from each endpoint's path. Not yet part
-    /// of what `pushcast demo` sends.
+    /// 503 once (WebPushDemoRows), keys the mock derives from each endpoint's path (benchmarks).
     static func generateWeb(origins: [String], rows: Int, seed: UInt64) -> String? {
         guard let lines = WebPushDemoRows.generate(origins: origins, count: rows, seed: seed) else { return nil }
         return ([WebPushDemoRows.header] + lines).joined(separator: "\n") + "\n"
@@ -96,8 +120,8 @@ enum DemoData {
     }
 
     /// Whether `path` holds a token file this generator would write today: the same header, and
-    /// Android rows. A file left by an older, APNs-only demo has no Android rows, and the demo
-    /// regenerates it rather than quietly running an APNs-only campaign. (A content check rather
+    /// Android and web rows. A file left by an older demo has another header, and the demo
+    /// regenerates it rather than quietly running without a provider. (A content check rather
     /// than a version marker: the file is gitignored and CSV has no room for comments.)
     static func isCurrent(path: String) -> Bool {
         guard let bytes = (try? readWholeFile(path)) ?? nil else { return false }
@@ -105,6 +129,7 @@ enum DemoData {
         let headerLine = Data((header + "\n").utf8)
         guard data.starts(with: headerLine) else { return false }
         return data.range(of: Data(",android,".utf8), in: headerLine.count..<data.count) != nil
+            && data.range(of: Data(",web,".utf8), in: headerLine.count..<data.count) != nil
     }
 
     static func csvField(_ value: String) -> String {

@@ -44,6 +44,10 @@ enum SendCommand {
         .value("resolve", metavar: "HOST:PORT:ADDRESS",
                help: "connect to ADDRESS for HOST:PORT instead of resolving HOST (curl's; the name still goes in SNI, certificate checks and :authority)",
                isRepeatable: true),
+        .value("connect-to", metavar: "HOST:PORT:ADDRESS:PORT2",
+               help: "connect to ADDRESS:PORT2 for HOST:PORT (as curl's --connect-to; the name and port still go in SNI, certificate checks, "
+                   + ":authority and the VAPID audience)",
+               isRepeatable: true),
         .value("results", metavar: "FILE", help: "results file, one line per input row", defaultDescription: "<input>.results.ndjson"),
         .value("results-format", metavar: "ndjson|csv", help: "results file format", defaultDescription: "ndjson"),
         .value("prune", metavar: "FILE", help: "prune file of dead and invalid tokens", defaultDescription: "<input>.prune.csv"),
@@ -145,12 +149,14 @@ enum SendCommand {
         var reactor: ReactorConfiguration
         var requestTimeoutNanoseconds: UInt64
         var stallNanoseconds: UInt64
-        /// `--resolve`: addresses given for host and port.
+        /// `--resolve` and `--connect-to`: addresses (and ports) given for host and port.
         var resolve: AddressOverrides
 
         init(_ parsed: ParsedArguments) throws {
             reactor = try CommonOptions.reactorConfiguration(parsed)
-            do { resolve = try AddressOverrides(parsed.values("resolve")) } catch { throw parsed.error(error.description) }
+            do { resolve = try AddressOverrides(parsed.values("resolve"), connectTo: parsed.values("connect-to")) } catch {
+                throw parsed.error(error.description)
+            }
             requestTimeoutNanoseconds = CommonOptions.nanoseconds(try parsed.duration("request-timeout", default: .seconds(30)))
             stallNanoseconds = CommonOptions.nanoseconds(try parsed.duration("stall-timeout", default: .seconds(30),
                                                                              range: .milliseconds(100)...(.seconds(86_400))))
@@ -216,6 +222,7 @@ enum SendCommand {
             do { address = try AddressResolution.resolve(host: endpoint.host) } catch { throw CommandFailure(error.description) }
         }
         var client = ClientConfiguration(endpoint: endpoint, address: address, tls: tls, limits: Limits(), reactor: tuning.reactor)
+        client.connectPort = tuning.resolve.port(for: endpoint)
         client.limits.connectionsMax = connections
         client.limits.streamsPerConnectionMax = streams
         client.limits.requestTimeoutNanoseconds = tuning.requestTimeoutNanoseconds

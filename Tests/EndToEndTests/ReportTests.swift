@@ -143,6 +143,17 @@ final class ReportTests: XCTestCase {
         // `make demo > demo.log 2>&1`: a whole progress line a second, never a carriage return.
         XCTAssertFalse(demo.stderr.contains("\r"), "a carriage return in the demo's log")
         XCTAssertTrue(demo.stderr.split(separator: "\n").contains { $0.hasPrefix("6000/6000 rows (100%)") }, demo.stderr)
+        // Three providers: iOS rows to APNs, Android rows to FCM, web rows by Web Push, each
+        // with rows delivered and pruned.
+        let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/summary.json"))) as? [String: Any])
+        let providers = try XCTUnwrap(summary["providers"] as? [String: [String: Any]])
+        XCTAssertEqual(Set(providers.keys), ["apns", "fcm", "webpush"])
+        for (provider, figures) in providers {
+            let outcomes = figures["outcomes"] as? [String: Int] ?? [:]
+            XCTAssertGreaterThan(outcomes["delivered"] ?? 0, 0, provider)
+            XCTAssertGreaterThan(outcomes["pruned"] ?? 0, 0, provider)
+        }
+        XCTAssertTrue(demo.stderr.contains("mock Web Push: "), demo.stderr)
         let html = directory + "/report.html"
         let report = try runPushcast(["report", directory + "/tokens.results.ndjson", "--summary", directory + "/summary.json", "--html", html])
         XCTAssertEqual(report.status, 0, report.stderr)

@@ -67,6 +67,7 @@ final class WebPushProviderTests: XCTestCase {
         XCTAssertEqual(verdict(201), .delivered(messageID: nil))
         XCTAssertEqual(verdict(410, body: #"{"code":410,"errno":106,"error":"Gone"}"#), .prune(reason: "Gone (errno 106)", unregisteredAt: nil))
         XCTAssertEqual(verdict(404), .prune(reason: "NotFound", unregisteredAt: nil))
+        XCTAssertEqual(verdict(410, body: #"{"reason":"Gone"}"#), .prune(reason: "Gone", unregisteredAt: nil), "a detail that repeats the reason")
         XCTAssertEqual(verdict(413), .fail(reason: "PayloadTooLarge"))
         XCTAssertEqual(verdict(429, headers: [HTTP2Header("retry-after", "30")]),
                        .retry(reason: "TooManyRequests", retryAfterSeconds: 30, throttle: .provider))

@@ -1,7 +1,7 @@
 import PushcastWire
 import XCTest
 
-/// `--resolve HOST:PORT:ADDRESS`, read as curl reads it.
+/// `--resolve HOST:PORT:ADDRESS` and `--connect-to HOST:PORT:ADDRESS:PORT2`, read as curl reads them.
 final class AddressOverridesTests: XCTestCase {
     func testEntriesPinAHostAndPortToAnAddress() throws {
         let overrides = try AddressOverrides(["Push-A.test:8443:127.0.0.1", "[::1]:443:[::1]", "push-a.test:443:10.0.0.7",
@@ -24,5 +24,27 @@ final class AddressOverridesTests: XCTestCase {
             }
         }
         XCTAssertThrowsError(try AddressOverrides(Array(repeating: "a:1:1.1.1.1", count: 257)))
+    }
+
+    func testConnectToGivesAnAddressAndAPortAndResolveNoPort() throws {
+        let overrides = try AddressOverrides(["push-a.test:443:10.0.0.7"],
+                                             connectTo: ["Web.Push.Apple.com:443:127.0.0.1:40123", "[::1]:443:[::1]:8443", "push-a.test:8443:127.0.0.3:9000"])
+        XCTAssertEqual(overrides.address(for: Endpoint(host: "web.push.apple.com", port: 443)), "127.0.0.1")
+        XCTAssertEqual(overrides.port(for: Endpoint(host: "web.push.apple.com", port: 443)), 40123)
+        XCTAssertEqual(overrides.address(for: Endpoint(host: "::1", port: 443)), "::1")
+        XCTAssertEqual(overrides.port(for: Endpoint(host: "::1", port: 443)), 8443)
+        XCTAssertEqual(overrides.address(for: Endpoint(host: "push-a.test", port: 443)), "10.0.0.7")
+        XCTAssertNil(overrides.port(for: Endpoint(host: "push-a.test", port: 443)), "--resolve keeps the port")
+        XCTAssertEqual(overrides.port(for: Endpoint(host: "push-a.test", port: 8443)), 9000)
+        XCTAssertNil(overrides.port(for: Endpoint(host: "web.push.apple.com", port: 8443)))
+        for (entry, message) in [("a.test:443:127.0.0.1", "PORT2 must be a number from 1 to 65535"),
+                                 ("a.test:443:127.0.0.1:0", "PORT2 must be a number from 1 to 65535"),
+                                 ("a.test:443:localhost:80", "ADDRESS must be an IPv4 or IPv6 address"),
+                                 ("a.test:x:127.0.0.1:80", "expected HOST:PORT:ADDRESS:PORT2"),
+                                 ("[::1:443:127.0.0.1:80", "unclosed bracket")] {
+            XCTAssertThrowsError(try AddressOverrides([], connectTo: [entry]), entry) { error in
+                XCTAssertEqual("\(error)", "--connect-to \(entry): \(message)")
+            }
+        }
     }
 }
