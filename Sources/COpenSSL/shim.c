@@ -103,3 +103,50 @@ int pushcast_hkdf_sha256(EVP_KDF_CTX *context, const unsigned char *salt, size_t
     };
     return EVP_KDF_derive(context, out, outCount, params) == 1;
 }
+
+struct pushcast_p256_agreement {
+    EC_GROUP *group;
+    EC_KEY *ephemeral;
+    EC_POINT *peer;
+    BN_CTX *bn;
+};
+
+pushcast_p256_agreement *pushcast_p256_agreement_new(void) {
+    pushcast_p256_agreement *agreement = OPENSSL_zalloc(sizeof *agreement);
+    if (agreement == NULL) return NULL;
+    agreement->group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+    agreement->ephemeral = EC_KEY_new();
+    agreement->peer = agreement->group ? EC_POINT_new(agreement->group) : NULL;
+    agreement->bn = BN_CTX_new();
+    if (agreement->group == NULL || agreement->ephemeral == NULL || agreement->peer == NULL || agreement->bn == NULL
+        || EC_KEY_set_group(agreement->ephemeral, agreement->group) != 1) {
+        pushcast_p256_agreement_free(agreement);
+        return NULL;
+    }
+    return agreement;
+}
+
+void pushcast_p256_agreement_free(pushcast_p256_agreement *agreement) {
+    if (agreement == NULL) return;
+    EC_KEY_free(agreement->ephemeral);
+    EC_POINT_free(agreement->peer);
+    BN_CTX_free(agreement->bn);
+    EC_GROUP_free(agreement->group);
+    OPENSSL_free(agreement);
+}
+
+int pushcast_p256_agree(pushcast_p256_agreement *agreement, const unsigned char theirs[65], unsigned char ours[65],
+                        unsigned char secret[32]) {
+    // oct2point refuses a point off the curve (EC_POINT_set_affine_coordinates checks it); an
+    // uncompressed encoding cannot be the point at infinity.
+    if (theirs[0] != 0x04 || EC_POINT_oct2point(agreement->group, agreement->peer, theirs, 65, agreement->bn) != 1) {
+        ERR_clear_error();
+        return 0;
+    }
+    int ok = EC_KEY_generate_key(agreement->ephemeral) == 1
+        && EC_POINT_point2oct(agreement->group, EC_KEY_get0_public_key(agreement->ephemeral), POINT_CONVERSION_UNCOMPRESSED,
+                              ours, 65, agreement->bn) == 65
+        && ECDH_compute_key(secret, 32, agreement->peer, agreement->ephemeral, NULL) == 32;
+    ERR_clear_error();
+    return ok ? 1 : -1;
+}

@@ -104,7 +104,6 @@ public final class WebPushAdapter: ProviderAdapter {
         guard payload.count >= keyBytes else { return .fail(reason: WebPushReason.invalidSubscription) }
         return payload.withUnsafeBytes { bytes -> ProviderVerdict? in
             let point = UnsafeRawBufferPointer(rebasing: bytes[0..<P256Key.pointBytes])
-            guard let key = P256Key.publicKey(point: point) else { return .fail(reason: WebPushReason.invalidSubscription) }
             guard let encryptor else { return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none) }
             let plaintext = UnsafeRawBufferPointer(rebasing: bytes[keyBytes...])
             let total = WebPushContentCoding.bodyBytes(plaintextBytes: plaintext.count)
@@ -115,11 +114,14 @@ public final class WebPushAdapter: ProviderAdapter {
             let auth = UnsafeRawBufferPointer(rebasing: bytes[P256Key.pointBytes..<keyBytes])
             let sealed = body.withUnsafeMutableBytes { out in
                 Result { () throws(WebPushEncryptionError) in
-                    try encryptor.encrypt(plaintext, userAgentKey: key, userAgentPublic: point, authSecret: auth, into: out)
+                    try encryptor.encrypt(plaintext, userAgentPublic: point, authSecret: auth, into: out)
                 }
             }
-            guard case .success = sealed else { return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none) }
-            return nil
+            switch sealed {
+            case .success: return nil
+            case .failure(.notOnCurve): return .fail(reason: WebPushReason.invalidSubscription)
+            case .failure: return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none)
+            }
         }
     }
 

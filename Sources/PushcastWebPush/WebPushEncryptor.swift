@@ -1,32 +1,61 @@
 // Encrypts a rendered payload for one subscription (RFC 8291): a fresh ephemeral P-256 key and a
 // fresh salt per message, ECDH with the subscription's p256dh, the key schedule, one AES-128-GCM
 // record, written into the caller's buffer. One encryptor per worker thread; it reuses its OpenSSL
-// contexts and scratch memory, so a message allocates only its ephemeral key.
-// The ephemeral key and salt come from a WebPushKeySource: OpenSSL's generator and RAND_bytes in
-// production, fixed values in the known-answer test.
+// contexts and scratch memory.
+// The ephemeral key, the key agreement and the salt come from a WebPushKeySource: OpenSSL's
+// generator, ECDH and RAND_bytes in production (one reused agreement context, no key import per
+// message), a fixed key and salt in the known-answer test.
 
 import COpenSSL
 import PushcastWire
 
-/// Where the per-message ephemeral key and salt come from.
+/// The result of one key agreement.
+public enum WebPushAgreement: Sendable, Equatable {
+    case agreed
+    /// The subscription's p256dh is not a point on P-256.
+    case notOnCurve
+    /// OpenSSL failed.
+    case failed
+}
+
+/// Where the per-message ephemeral key, its agreement with the subscription's key, and the salt
+/// come from.
 public protocol WebPushKeySource: AnyObject {
-    /// A fresh P-256 key pair, or nil if none can be made.
-    func ephemeralKey() -> P256Key?
+    /// Makes a fresh ephemeral P-256 key pair, writes its uncompressed public point (65 bytes)
+    /// to `serverPublic` and the ECDH secret with `userAgentPublic` (65 bytes) to `secret` (32).
+    func agree(userAgentPublic: UnsafeRawBufferPointer, serverPublic: UnsafeMutableRawBufferPointer,
+               secret: UnsafeMutableRawBufferPointer) -> WebPushAgreement
     /// Fills `salt` (16 bytes) with fresh random bytes; false if it cannot.
     func fillSalt(_ salt: UnsafeMutableRawBufferPointer) -> Bool
 }
 
-/// OpenSSL's key generator (one reused context) and its CSPRNG.
+extension WebPushKeySource {
+    /// The agreement done with a given ephemeral key (a source that holds one, as a test's).
+    public func agree(ephemeral: P256Key, userAgentPublic: UnsafeRawBufferPointer, serverPublic: UnsafeMutableRawBufferPointer,
+                      secret: UnsafeMutableRawBufferPointer) -> WebPushAgreement {
+        guard let peer = P256Key.publicKey(point: userAgentPublic) else { return .notOnCurve }
+        return ephemeral.publicPoint(into: serverPublic) && ephemeral.sharedSecret(with: peer, into: secret) ? .agreed : .failed
+    }
+}
+
+/// OpenSSL's key generation and ECDH (one reused agreement context) and its CSPRNG.
 public final class OpenSSLWebPushKeys: WebPushKeySource {
-    private let context: OpaquePointer?
+    private let agreement: OpaquePointer?
 
-    public init() { context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) }
+    public init() { agreement = pushcast_p256_agreement_new() }
 
-    deinit { EVP_PKEY_CTX_free(context) }
+    deinit { pushcast_p256_agreement_free(agreement) }
 
-    public func ephemeralKey() -> P256Key? {
-        guard let context else { return nil }
-        return P256Key.generate(context: context)
+    public func agree(userAgentPublic: UnsafeRawBufferPointer, serverPublic: UnsafeMutableRawBufferPointer,
+                      secret: UnsafeMutableRawBufferPointer) -> WebPushAgreement {
+        guard let agreement, userAgentPublic.count == P256Key.pointBytes, serverPublic.count >= P256Key.pointBytes, secret.count >= 32,
+              let theirs = userAgentPublic.baseAddress, let ours = serverPublic.baseAddress, let shared = secret.baseAddress else { return .failed }
+        switch pushcast_p256_agree(agreement, theirs.assumingMemoryBound(to: UInt8.self), ours.assumingMemoryBound(to: UInt8.self),
+                                   shared.assumingMemoryBound(to: UInt8.self)) {
+        case 1: return .agreed
+        case 0: return .notOnCurve
+        default: return .failed
+        }
     }
 
     public func fillSalt(_ salt: UnsafeMutableRawBufferPointer) -> Bool {
@@ -43,6 +72,8 @@ public enum WebPushEncryptionError: Error, Sendable, Equatable, CustomStringConv
     case bufferTooSmall(bytesNeeded: Int)
     /// OpenSSL failed at `step` (key generation, randomness, ECDH, HKDF, AES-GCM).
     case cryptoFailed(step: String)
+    /// The subscription's p256dh is not a point on P-256.
+    case notOnCurve
 
     public var description: String {
         switch self {
@@ -50,6 +81,7 @@ public enum WebPushEncryptionError: Error, Sendable, Equatable, CustomStringConv
             return "the Web Push payload is \(bytes) bytes; at most \(bytesMax) fit in one 4,096-byte encrypted record"
         case .bufferTooSmall(let bytesNeeded): return "the output buffer holds fewer than \(bytesNeeded) bytes"
         case .cryptoFailed(let step): return "Web Push encryption failed: \(step)"
+        case .notOnCurve: return "the subscription's p256dh is not a point on P-256"
         }
     }
 }
@@ -72,15 +104,15 @@ public final class WebPushEncryptor {
         try subscription.authSecret.withUnsafeBytes { auth in
             subscription.p256dh.withUnsafeBytes { point in
                 Result { () throws(WebPushEncryptionError) in
-                    try encrypt(plaintext, userAgentKey: subscription.userAgentKey, userAgentPublic: point, authSecret: auth, into: output)
+                    try encrypt(plaintext, userAgentPublic: point, authSecret: auth, into: output)
                 }
             }
         }.get()
     }
 
-    /// The same, for a subscription's parts as bytes: its key (`userAgentKey`, the 65-byte point
-    /// `userAgentPublic` made into a key) and its 16-byte authentication secret.
-    public func encrypt(_ plaintext: UnsafeRawBufferPointer, userAgentKey: P256Key, userAgentPublic: UnsafeRawBufferPointer,
+    /// The same, for a subscription's parts as bytes: its key (`userAgentPublic`, the 65-byte
+    /// uncompressed point, checked on the curve here) and its 16-byte authentication secret.
+    public func encrypt(_ plaintext: UnsafeRawBufferPointer, userAgentPublic: UnsafeRawBufferPointer,
                         authSecret: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(WebPushEncryptionError) -> Int {
         typealias Coding = WebPushContentCoding
         guard plaintext.count <= Coding.plaintextBytesMax else {
@@ -89,14 +121,16 @@ public final class WebPushEncryptor {
         let total = Coding.bodyBytes(plaintextBytes: plaintext.count)
         guard output.count >= total else { throw .bufferTooSmall(bytesNeeded: total) }
         defer { schedule.wipe() }
-        guard let ephemeral = keys.ephemeralKey() else { throw .cryptoFailed(step: "cannot generate the ephemeral P-256 key") }
         let salt = UnsafeMutableRawBufferPointer(rebasing: output[0..<Coding.saltBytes])
         guard keys.fillSalt(salt) else { throw .cryptoFailed(step: "cannot draw the salt") }
         output.storeBytes(of: UInt32(Coding.recordSize).bigEndian, toByteOffset: 16, as: UInt32.self)
         output[20] = UInt8(P256Key.pointBytes)
         let serverPublic = UnsafeMutableRawBufferPointer(rebasing: output[21..<Coding.headerBytes])
-        guard ephemeral.publicPoint(into: serverPublic) else { throw .cryptoFailed(step: "cannot encode the ephemeral public key") }
-        guard ephemeral.sharedSecret(with: userAgentKey, into: schedule.secret) else { throw .cryptoFailed(step: "ECDH failed") }
+        switch keys.agree(userAgentPublic: userAgentPublic, serverPublic: serverPublic, secret: schedule.secret) {
+        case .agreed: break
+        case .notOnCurve: throw .notOnCurve
+        case .failed: throw .cryptoFailed(step: "ephemeral key generation or ECDH failed")
+        }
         let derived = schedule.derive(authSecret: authSecret, userAgentPublic: userAgentPublic,
                                       serverPublic: UnsafeRawBufferPointer(serverPublic), salt: UnsafeRawBufferPointer(salt))
         guard derived else { throw .cryptoFailed(step: "HKDF failed") }

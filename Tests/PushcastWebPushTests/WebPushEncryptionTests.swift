@@ -133,4 +133,37 @@ final class WebPushEncryptionTests: XCTestCase {
         body[86 + RFC8291.plaintext.count] = 0
         XCTAssertThrowsError(try decryptor.decrypt(body)) { XCTAssertEqual($0 as? WebPushDecryptionError, .authenticationFailed) }
     }
+
+    /// The production agreement (one reused OpenSSL context): a fresh ephemeral key each time, and
+    /// the secret the user agent computes from its own private key and that ephemeral point; a
+    /// p256dh off the curve is refused, and the context still works afterwards.
+    func testTheReusedAgreementMatchesTheUserAgentsECDHAndRefusesPointsOffTheCurve() throws {
+        let keys = OpenSSLWebPushKeys()
+        let (subscription, userAgent, _) = try freshSubscription()
+        var seen = Set<[UInt8]>()
+        for _ in 0..<3 {
+            var ours = [UInt8](repeating: 0, count: 65), secret = [UInt8](repeating: 0, count: 32)
+            let result = subscription.p256dh.withUnsafeBytes { theirs in
+                ours.withUnsafeMutableBytes { o in secret.withUnsafeMutableBytes { keys.agree(userAgentPublic: theirs, serverPublic: o, secret: $0) } }
+            }
+            XCTAssertEqual(result, .agreed)
+            let ephemeral = try XCTUnwrap(ours.withUnsafeBytes { P256Key.publicKey(point: $0) }, "the ephemeral point is on the curve")
+            var expected = [UInt8](repeating: 0, count: 32)
+            XCTAssertTrue(expected.withUnsafeMutableBytes { userAgent.sharedSecret(with: ephemeral, into: $0) })
+            XCTAssertEqual(secret, expected)
+            seen.insert(ours)
+        }
+        XCTAssertEqual(seen.count, 3, "an ephemeral key was used twice")
+        var offCurve = subscription.p256dh
+        offCurve[64] ^= 1
+        var ours = [UInt8](repeating: 0, count: 65), secret = [UInt8](repeating: 0, count: 32)
+        let refused = offCurve.withUnsafeBytes { theirs in
+            ours.withUnsafeMutableBytes { o in secret.withUnsafeMutableBytes { keys.agree(userAgentPublic: theirs, serverPublic: o, secret: $0) } }
+        }
+        XCTAssertEqual(refused, .notOnCurve)
+        let again = subscription.p256dh.withUnsafeBytes { theirs in
+            ours.withUnsafeMutableBytes { o in secret.withUnsafeMutableBytes { keys.agree(userAgentPublic: theirs, serverPublic: o, secret: $0) } }
+        }
+        XCTAssertEqual(again, .agreed)
+    }
 }

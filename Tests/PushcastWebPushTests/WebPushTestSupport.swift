@@ -39,7 +39,10 @@ final class FixedKeys: WebPushKeySource {
         self.key = key
         self.salt = salt
     }
-    func ephemeralKey() -> P256Key? { key }
+    func agree(userAgentPublic: UnsafeRawBufferPointer, serverPublic: UnsafeMutableRawBufferPointer,
+               secret: UnsafeMutableRawBufferPointer) -> WebPushAgreement {
+        agree(ephemeral: key, userAgentPublic: userAgentPublic, serverPublic: serverPublic, secret: secret)
+    }
     func fillSalt(_ out: UnsafeMutableRawBufferPointer) -> Bool {
         salt.withUnsafeBytes { out.copyMemory(from: $0) }
         return true

@@ -56,6 +56,19 @@ EVP_PKEY *pushcast_p256_public_key(const unsigned char *point, size_t count);
 // and EVP_PKEY_check rejects a scalar that is 0 or not below the group order. NULL on failure.
 // The scalar's copies inside the builder are wiped.
 EVP_PKEY *pushcast_p256_private_key(const unsigned char scalar[32]);
+// One worker's Web Push key agreement (RFC 8291 §3.1), through OpenSSL's EC_KEY functions
+// (deprecated in OpenSSL 3 but kept, as for SHA-256 above): one P-256 group, ephemeral key, peer
+// point and BN_CTX made once and reused, so a message costs a key generation and an ECDH, with no
+// provider fetch, group set-up or key import per message. The arithmetic is OpenSSL's.
+typedef struct pushcast_p256_agreement pushcast_p256_agreement;
+pushcast_p256_agreement *pushcast_p256_agreement_new(void);
+// Frees it; the ephemeral private key is wiped.
+void pushcast_p256_agreement_free(pushcast_p256_agreement *agreement);
+// Generates a fresh ephemeral key pair, writes its uncompressed public point to `ours` (65 bytes)
+// and the ECDH secret with `theirs` (a 65-byte uncompressed point, checked on the curve) to
+// `secret` (32 bytes). Returns 1; 0 when `theirs` is not a point on P-256; -1 when OpenSSL fails.
+int pushcast_p256_agree(pushcast_p256_agreement *agreement, const unsigned char theirs[65], unsigned char ours[65],
+                        unsigned char secret[32]);
 // An "HKDF" EVP_KDF_CTX with its digest set to SHA-256 once (EVP_KDF_CTX_free it); NULL on failure.
 EVP_KDF_CTX *pushcast_hkdf_sha256_new(void);
 // HKDF-SHA-256 (RFC 5869, extract then expand) through a context from pushcast_hkdf_sha256_new,
