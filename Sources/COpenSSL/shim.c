@@ -150,3 +150,39 @@ int pushcast_p256_agree(pushcast_p256_agreement *agreement, const unsigned char 
     ERR_clear_error();
     return ok ? 1 : -1;
 }
+
+#include <pthread.h>
+
+static EC_GROUP *p256_shared_group;
+static pthread_once_t p256_shared_once = PTHREAD_ONCE_INIT;
+static void p256_make_shared_group(void) { p256_shared_group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1); }
+
+int pushcast_p256_agree_as_user_agent(const unsigned char scalar[32], const unsigned char sender[65], unsigned char ours[65],
+                                      unsigned char secret[32]) {
+    pthread_once(&p256_shared_once, p256_make_shared_group);
+    const EC_GROUP *group = p256_shared_group;
+    if (group == NULL) return -1;
+    BN_CTX *bn = BN_CTX_new();
+    BIGNUM *k = BN_secure_new(), *x = BN_new();
+    EC_POINT *peer = EC_POINT_new(group), *mine = EC_POINT_new(group), *shared = EC_POINT_new(group);
+    int result = -1;
+    if (bn == NULL || k == NULL || x == NULL || peer == NULL || mine == NULL || shared == NULL || BN_bin2bn(scalar, 32, k) == NULL) goto done;
+    if (BN_is_zero(k) || BN_cmp(k, EC_GROUP_get0_order(group)) >= 0) { result = -2; goto done; }
+    if (sender[0] != 0x04 || EC_POINT_oct2point(group, peer, sender, 65, bn) != 1) { result = 0; goto done; }
+    BN_set_flags(k, BN_FLG_CONSTTIME);
+    if (EC_POINT_mul(group, mine, k, NULL, NULL, bn) != 1
+        || EC_POINT_point2oct(group, mine, POINT_CONVERSION_UNCOMPRESSED, ours, 65, bn) != 65
+        || EC_POINT_mul(group, shared, NULL, peer, k, bn) != 1
+        || EC_POINT_get_affine_coordinates(group, shared, x, NULL, bn) != 1
+        || BN_bn2binpad(x, secret, 32) != 32) goto done;
+    result = 1;
+done:
+    EC_POINT_free(shared);
+    EC_POINT_free(mine);
+    EC_POINT_free(peer);
+    BN_free(x);
+    BN_clear_free(k);
+    BN_CTX_free(bn);
+    ERR_clear_error();
+    return result;
+}

@@ -4,6 +4,7 @@
 // curve, a record no larger than rs, the GCM tag, and the padding delimiter 0x02 (RFC 8291 §4:
 // "values other than 0x02 MUST cause the message to be discarded").
 
+import COpenSSL
 import PushcastWire
 
 /// Why a body could not be decrypted.
@@ -33,8 +34,14 @@ public enum WebPushDecryptionError: Error, Sendable, Equatable, CustomStringConv
 
 /// Decrypts bodies sent to one subscription. Not thread-safe: one per thread.
 public final class WebPushDecryptor {
-    private let privateKey: P256Key
-    private let publicPoint: [UInt8]
+    /// The subscription's private key: an OpenSSL key, or its 32-byte scalar (the mock's keys,
+    /// agreed through `pushcast_p256_agree_as_user_agent`, without making a key per message).
+    private enum Secret {
+        case key(P256Key)
+        case scalar([UInt8])
+    }
+    private let privateKey: Secret
+    private var publicPoint: [UInt8]
     private let authSecret: [UInt8]
     private let schedule: WebPushKeySchedule
 
@@ -44,10 +51,46 @@ public final class WebPushDecryptor {
     public init(privateKey: P256Key, authSecret: [UInt8]) throws(WebPushDecryptionError) {
         guard privateKey.hasPrivateKey, let point = privateKey.publicPoint(), authSecret.count == WebPushSubscription.authSecretBytes,
               let schedule = WebPushKeySchedule() else { throw .cryptoFailed(step: "unusable key, auth secret or context") }
-        self.privateKey = privateKey
+        self.privateKey = .key(privateKey)
         self.publicPoint = point
         self.authSecret = authSecret
         self.schedule = schedule
+    }
+
+    /// The same, for a private key given as its 32-byte big-endian scalar.
+    public init(scalar: [UInt8], authSecret: [UInt8]) throws(WebPushDecryptionError) {
+        guard scalar.count == 32, authSecret.count == WebPushSubscription.authSecretBytes,
+              let schedule = WebPushKeySchedule() else { throw .cryptoFailed(step: "unusable key, auth secret or context") }
+        privateKey = .scalar(scalar)
+        publicPoint = []
+        self.authSecret = authSecret
+        self.schedule = schedule
+    }
+
+    /// The ECDH secret with the message's keyid, into the schedule (and, for a scalar, the
+    /// subscription's public point).
+    private func agree(serverPublic: UnsafeRawBufferPointer) throws(WebPushDecryptionError) {
+        switch privateKey {
+        case .key(let key):
+            guard let serverKey = P256Key.publicKey(point: serverPublic) else { throw .keyNotOnCurve }
+            guard key.sharedSecret(with: serverKey, into: schedule.secret) else { throw .cryptoFailed(step: "ECDH failed") }
+        case .scalar(let scalar):
+            publicPoint = [UInt8](repeating: 0, count: P256Key.pointBytes)
+            let result = scalar.withUnsafeBytes { k in
+                publicPoint.withUnsafeMutableBytes { ours in
+                    pushcast_p256_agree_as_user_agent(k.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                                      serverPublic.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                                      ours.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                                      schedule.secret.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+            switch result {
+            case 1: return
+            case 0: throw .keyNotOnCurve
+            case -2: throw .cryptoFailed(step: "the private scalar is not a P-256 private key")
+            default: throw .cryptoFailed(step: "ECDH failed")
+            }
+        }
     }
 
     /// The plaintext of `body`, its padding removed.
@@ -61,9 +104,8 @@ public final class WebPushDecryptor {
         let serverPublic = UnsafeRawBufferPointer(rebasing: body[21..<Coding.headerBytes])
         let recordBytes = body.count - Coding.headerBytes
         guard recordBytes <= recordSize else { throw .recordLargerThanRecordSize(record: recordBytes, recordSize: recordSize) }
-        guard let serverKey = P256Key.publicKey(point: serverPublic) else { throw .keyNotOnCurve }
         defer { schedule.wipe() }
-        guard privateKey.sharedSecret(with: serverKey, into: schedule.secret) else { throw .cryptoFailed(step: "ECDH failed") }
+        try agree(serverPublic: serverPublic)
         let derived = authSecret.withUnsafeBytes { auth in
             publicPoint.withUnsafeBytes { schedule.derive(authSecret: auth, userAgentPublic: $0, serverPublic: serverPublic, salt: salt) }
         }

@@ -29,19 +29,36 @@ public enum WebPushDemoSubscriptions {
 
     /// The keys of the subscription at `endpoint` (its path, see above); nil only when OpenSSL fails.
     public static func make(endpoint: String, seed: String = defaultSeed) -> WebPushDemoKeys? {
+        let (scalar, auth) = secrets(endpoint: endpoint, seed: seed)
+        guard let scalar, let auth, let privateKey = scalar.withUnsafeBytes({ P256Key.privateKey(scalar: $0) }),
+              let point = privateKey.publicPoint() else { return nil }
+        return WebPushDemoKeys(privateKey: privateKey, publicPoint: point, authSecret: auth)
+    }
+
+    /// The private scalar and auth secret of the subscription at `endpoint`, without making an
+    /// OpenSSL key (the mock, per message); nil only when OpenSSL fails.
+    public static func secrets(endpoint: String, seed: String = defaultSeed) -> (scalar: [UInt8]?, auth: [UInt8]?) {
         let path = Array(Self.path(of: endpoint).utf8)
         let key = Array(seed.utf8)
-        var privateKey: P256Key?
+        var found: [UInt8]?
         for attempt in 0..<attemptsMax {
-            guard let scalar = hmac(key: key, message: Array("pushcast webpush key".utf8) + [0] + path + [0, UInt8(attempt)]) else { return nil }
-            if let found = scalar.withUnsafeBytes({ P256Key.privateKey(scalar: $0) }) {
-                privateKey = found
+            guard let scalar = hmac(key: key, message: Array("pushcast webpush key".utf8) + [0] + path + [0, UInt8(attempt)]) else { return (nil, nil) }
+            if isPrivateScalar(scalar) {
+                found = scalar
                 break
             }
         }
-        guard let privateKey, let point = privateKey.publicPoint(),
-              let auth = hmac(key: key, message: Array("pushcast webpush auth".utf8) + [0] + path) else { return nil }
-        return WebPushDemoKeys(privateKey: privateKey, publicPoint: point, authSecret: Array(auth.prefix(WebPushSubscription.authSecretBytes)))
+        let auth = hmac(key: key, message: Array("pushcast webpush auth".utf8) + [0] + path).map { Array($0.prefix(WebPushSubscription.authSecretBytes)) }
+        return (found, auth)
+    }
+
+    /// P-256's group order n, big-endian.
+    static let order: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                 0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51]
+
+    /// Whether 32 big-endian bytes are a P-256 private key: 1 ≤ s < n.
+    public static func isPrivateScalar(_ scalar: [UInt8]) -> Bool {
+        scalar.count == 32 && scalar.contains { $0 != 0 } && scalar.lexicographicallyPrecedes(order)
     }
 
     /// The endpoint's path: from the first "/" after "scheme://authority" ("/" when none).
@@ -96,7 +113,7 @@ public enum WebPushDemoRows {
     /// `count` rows spread over `origins` (`https://host:port`), deterministic for a seed:
     /// endpoint `<origin>/<kind><n>/<id>`, keys from `WebPushDemoSubscriptions`, platform `web`.
     /// Row ids start at `firstID`; nil when a key cannot be derived (OpenSSL failed).
-    public static func generate(origins: [String], count: Int, seed: UInt64, firstID: Int = 1,
+    public static func generate(origins: [String], count: Int, seed: UInt64, firstID: Int = 1, kinds: [(prefix: String, perMille: UInt64)] = kinds,
                                 keySeed: String = WebPushDemoSubscriptions.defaultSeed) -> [String]? {
         guard !origins.isEmpty else { return [] }
         let random = SplitMix64(seed: seed)
@@ -104,7 +121,8 @@ public enum WebPushDemoRows {
         var lines: [String] = []
         lines.reserveCapacity(count)
         for index in 0..<count {
-            guard let (endpoint, keys) = subscription(origins: origins, number: index + firstID, random: random, keySeed: keySeed) else { return nil }
+            guard let (endpoint, keys) = subscription(origins: origins, number: index + firstID, random: random, kinds: kinds,
+                                                      keySeed: keySeed) else { return nil }
             let locale = locales[Int(random.next(below: UInt64(locales.count)))]
             lines.append("web-\(index + firstID),\(endpoint),web,w\(100_000 + index + firstID),\(locale),\(keys.p256dh),\(keys.auth)")
         }

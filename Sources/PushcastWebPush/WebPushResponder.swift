@@ -23,12 +23,13 @@ import PushcastJSON
 import PushcastProviderKit
 import PushcastWire
 
-/// One subscription's private half: what the push service needs to decrypt for it.
+/// One subscription's private half: what the push service needs to decrypt for it (the private
+/// key as its 32-byte scalar).
 public struct WebPushPrivateSubscription: Sendable {
-    public let privateKey: P256Key
+    public let scalar: [UInt8]
     public let authSecret: [UInt8]
-    public init(privateKey: P256Key, authSecret: [UInt8]) {
-        self.privateKey = privateKey
+    public init(scalar: [UInt8], authSecret: [UInt8]) {
+        self.scalar = scalar
         self.authSecret = authSecret
     }
 }
@@ -46,6 +47,8 @@ public final class WebPushResponder: ProviderResponder, @unchecked Sendable {
     /// Subscriptions given by file, by endpoint path; others are derived from `seed`.
     public let subscriptions: [String: WebPushPrivateSubscription]
     public let seed: String
+    /// VAPID headers whose signature this service has checked.
+    let verifiedTokens = VAPIDSignatureCache()
 
     public init(seed: String = WebPushDemoSubscriptions.defaultSeed, subscriptions: [String: WebPushPrivateSubscription] = [:]) {
         self.seed = seed
@@ -63,7 +66,7 @@ public final class WebPushResponder: ProviderResponder, @unchecked Sendable {
     public func respond(to request: HTTP2ServerRequest, context: ProviderRequestContext) -> ProviderServerAnswer {
         guard request.method == "POST" else { return refusal(405, "MethodNotAllowed") }
         let origin = Self.origin(authority: request.authority)
-        let verifier = VAPIDVerifier(clock: ContextWallClock(context.wallMilliseconds))
+        let verifier = VAPIDVerifier(clock: ContextWallClock(context.wallMilliseconds), cache: verifiedTokens)
         if case .failure(let rejection) = verifier.verify(authorization: request.header("authorization") ?? "", origin: origin) {
             var answer = refusal(403, "BadJwtToken", kind: .credentialsRefused)
             answer.logNote = "\"vapid\":" + JSONWriter.quoted(rejection.rawValue)
@@ -76,7 +79,7 @@ public final class WebPushResponder: ProviderResponder, @unchecked Sendable {
         guard request.body.count <= Self.bodyBytesMax else { return refusal(413, "PayloadTooLarge") }
         let path = String(request.path.prefix(WebPushSubscription.endpointBytesMax))
         guard let keys = privateSubscription(path: path),
-              let decryptor = try? WebPushDecryptor(privateKey: keys.privateKey, authSecret: keys.authSecret),
+              let decryptor = try? WebPushDecryptor(scalar: keys.scalar, authSecret: keys.authSecret),
               let payload = try? decryptor.decrypt(request.body) else { return refusal(400, "DecryptionFailed") }
         var answer = kindAnswer(path: path, origin: origin, context: context)
         answer.logNote = "\"payload_sha256\":\"" + WebPushDemoSubscriptions.sha256Hex(payload) + "\""
@@ -86,8 +89,9 @@ public final class WebPushResponder: ProviderResponder, @unchecked Sendable {
     /// The subscription file's keys for `path`, else the demo derivation's.
     func privateSubscription(path: String) -> WebPushPrivateSubscription? {
         if let given = subscriptions[path] { return given }
-        guard let keys = WebPushDemoSubscriptions.make(endpoint: path, seed: seed) else { return nil }
-        return WebPushPrivateSubscription(privateKey: keys.privateKey, authSecret: keys.authSecret)
+        let (scalar, auth) = WebPushDemoSubscriptions.secrets(endpoint: path, seed: seed)
+        guard let scalar, let auth else { return nil }
+        return WebPushPrivateSubscription(scalar: scalar, authSecret: auth)
     }
 
     /// The outcome of an accepted, decrypted message, by the endpoint's first path segment.
@@ -152,13 +156,13 @@ public enum WebPushSubscriptionFile {
                   let authText = root["auth"]?.stringValue else {
                 throw Problem(description: "line \(index + 1): expected {\"endpoint\":…,\"private_key\":…,\"auth\":…}")
             }
-            guard let scalar = Base64URL.decode(ArraySlice(scalarText.utf8)), let key = scalar.withUnsafeBytes({ P256Key.privateKey(scalar: $0) }) else {
+            guard let scalar = Base64URL.decode(ArraySlice(scalarText.utf8)), WebPushDemoSubscriptions.isPrivateScalar(scalar) else {
                 throw Problem(description: "line \(index + 1): private_key is not a base64url P-256 scalar")
             }
             guard let auth = Base64URL.decode(ArraySlice(authText.utf8)), auth.count == WebPushSubscription.authSecretBytes else {
                 throw Problem(description: "line \(index + 1): auth is not 16 base64url bytes")
             }
-            found[String(WebPushDemoSubscriptions.path(of: endpoint))] = WebPushPrivateSubscription(privateKey: key, authSecret: auth)
+            found[String(WebPushDemoSubscriptions.path(of: endpoint))] = WebPushPrivateSubscription(scalar: scalar, authSecret: auth)
         }
         return found
     }

@@ -22,6 +22,8 @@ enum DemoCommand {
             .value("fcm-payload", metavar: "FILE", help: "FCM message template", defaultDescription: "data/demo/fcm-message.json"),
             .value("webpush-payload", metavar: "FILE", help: "Web Push payload template", defaultDescription: "data/demo/webpush.json"),
             .value("rows", metavar: "N", help: "rows to generate when the token file is made", defaultDescription: "100000"),
+            .value("write-web-rows", metavar: "FILE", help: "only write --rows web subscriptions to FILE (the four push services, keys the mock "
+                   + "derives, every one answered 201) and exit: a Web Push benchmark's input"),
             .value("latency-ms", metavar: "MS", help: "mock answer latency", defaultDescription: "20"),
             .value("goaway-after", metavar: "N", help: "mock sends GOAWAY after N requests per connection", defaultDescription: "10000"),
             .value("connections", metavar: "N", help: "connections to APNs", defaultDescription: "4"),
@@ -66,7 +68,19 @@ enum DemoCommand {
             + "at most \(w.streamsOpenMax) streams open on one connection")
     }
 
+    /// `--write-web-rows FILE`: the web subscriptions only, for a benchmark.
+    static func writeWebRows(_ parsed: ParsedArguments, to path: String) throws -> ExitStatus {
+        let rows = try parsed.int("rows", default: 100_000, range: 1...10_000_000)
+        guard let text = DemoData.generateWeb(origins: DemoData.webOrigins, rows: rows, seed: 2026, kinds: []) else {
+            throw CommandFailure("cannot derive the web subscription keys (OpenSSL failed)")
+        }
+        try CommonOptions.write(text, to: path)
+        Console.error("pushcast demo: wrote \(rows) web subscriptions to \(path)")
+        return .success
+    }
+
     static func run(_ parsed: ParsedArguments) throws -> ExitStatus {
+        if let path = parsed.value("write-web-rows") { return try writeWebRows(parsed, to: path) }
         let defaultTokens = "data/demo/tokens.csv"
         let tokens = parsed.value("tokens") ?? defaultTokens
         let payload = parsed.value("payload") ?? "data/demo/payload.json"

@@ -101,9 +101,10 @@ enum DemoData {
 
     /// A Web Push file: `rows` subscriptions spread over `origins` (`https://host:port`, the
     /// mock's Web Push listener), mixed kinds the mock answers 201, 410, 404, 413, 429 once and
-    /// 503 once (WebPushDemoRows), keys the mock derives from each endpoint's path (benchmarks).
-    static func generateWeb(origins: [String], rows: Int, seed: UInt64) -> String? {
-        guard let lines = WebPushDemoRows.generate(origins: origins, count: rows, seed: seed) else { return nil }
+    /// 503 once (WebPushDemoRows; `kinds` empty: all 201), keys the mock derives from each
+    /// endpoint's path (`demo --write-web-rows`, for benchmarks).
+    static func generateWeb(origins: [String], rows: Int, seed: UInt64, kinds: [(prefix: String, perMille: UInt64)] = WebPushDemoRows.kinds) -> String? {
+        guard let lines = WebPushDemoRows.generate(origins: origins, count: rows, seed: seed, kinds: kinds) else { return nil }
         return ([WebPushDemoRows.header] + lines).joined(separator: "\n") + "\n"
     }
 

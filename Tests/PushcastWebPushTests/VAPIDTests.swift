@@ -116,6 +116,29 @@ final class VAPIDTests: XCTestCase {
         XCTAssertEqual(try verifier.verify(authorization: header, origin: "https://fcm.googleapis.com").get(), decoded(Self.sec1Public))
     }
 
+    /// A push service's cache of checked signatures skips only the ECDSA check: the same header
+    /// is still refused for another origin or once it expires, and a header whose signature was
+    /// altered is checked (and refused) as new.
+    func testACachedSignatureStillHasItsClaimsCheckedEachTime() throws {
+        let clock = ManualClock()
+        let signer = try VAPIDSigner(key: try read(Self.sec1PEM), subject: "mailto:push@example.com", clock: clock)
+        let header = try XCTUnwrap(signer.authorization(origin: "https://fcm.googleapis.com"))
+        let cache = VAPIDSignatureCache()
+        let verifier = VAPIDVerifier(clock: clock, cache: cache)
+        XCTAssertEqual(try verifier.verify(authorization: header, origin: "https://fcm.googleapis.com").get(), decoded(Self.sec1Public))
+        XCTAssertTrue(cache.contains(header))
+        XCTAssertEqual(try verifier.verify(authorization: header, origin: "https://fcm.googleapis.com").get(), decoded(Self.sec1Public))
+        XCTAssertEqual(verifier.verify(authorization: header, origin: "https://web.push.apple.com"), .failure(.wrongAudience))
+        let token = header.dropFirst("vapid t=".count).prefix(while: { $0 != "," })
+        var signature = Array(token.split(separator: ".")[2].utf8)
+        signature[4] = signature[4] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        let forged = header.replacingOccurrences(of: String(token.split(separator: ".")[2]), with: String(decoding: signature, as: UTF8.self))
+        XCTAssertEqual(verifier.verify(authorization: forged, origin: "https://fcm.googleapis.com"), .failure(.badSignature))
+        XCTAssertFalse(cache.contains(forged))
+        clock.advance(milliseconds: 13 * 3600 * 1000)
+        XCTAssertEqual(verifier.verify(authorization: header, origin: "https://fcm.googleapis.com"), .failure(.expired))
+    }
+
     func testOneTokenPerOriginIsReusedUntilAnHourBeforeItExpires() throws {
         let clock = ManualClock()
         let signer = try VAPIDSigner(key: VAPIDKey.generate(), subject: "https://example.com/contact", clock: clock)

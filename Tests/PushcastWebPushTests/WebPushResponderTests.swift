@@ -201,6 +201,26 @@ final class WebPushDemoRowsTests: XCTestCase {
         var body = [UInt8]()
         try Array("hello".utf8).withUnsafeBytes { try WebPushEncryptor().encrypt($0, for: subscription, into: &body) }
         let keys = try XCTUnwrap(WebPushResponder().privateSubscription(path: String(WebPushDemoSubscriptions.path(of: fields[1]))))
-        XCTAssertEqual(try WebPushDecryptor(privateKey: keys.privateKey, authSecret: keys.authSecret).decrypt(body), Array("hello".utf8))
+        XCTAssertEqual(try WebPushDecryptor(scalar: keys.scalar, authSecret: keys.authSecret).decrypt(body), Array("hello".utf8))
+        // The scalar path and the OpenSSL-key path agree, and both refuse another subscription's body.
+        let demo = try XCTUnwrap(WebPushDemoSubscriptions.make(endpoint: fields[1]))
+        XCTAssertEqual(demo.p256dh, fields[5])
+        XCTAssertEqual(try WebPushDecryptor(privateKey: demo.privateKey, authSecret: demo.authSecret).decrypt(body), Array("hello".utf8))
+        let other = try XCTUnwrap(WebPushResponder().privateSubscription(path: String(WebPushDemoSubscriptions.path(of: String(rows[1].split(separator: ",")[1])))))
+        XCTAssertThrowsError(try WebPushDecryptor(scalar: other.scalar, authSecret: other.authSecret).decrypt(body))
+        var offCurve = body
+        offCurve[21 + 64] ^= 1
+        XCTAssertThrowsError(try WebPushDecryptor(scalar: keys.scalar, authSecret: keys.authSecret).decrypt(offCurve)) { error in
+            XCTAssertEqual(error as? WebPushDecryptionError, .keyNotOnCurve)
+        }
+    }
+
+    func testPrivateScalarsAreOneUpToTheGroupOrder() {
+        XCTAssertFalse(WebPushDemoSubscriptions.isPrivateScalar([UInt8](repeating: 0, count: 32)))
+        XCTAssertTrue(WebPushDemoSubscriptions.isPrivateScalar([UInt8](repeating: 0, count: 31) + [1]))
+        XCTAssertFalse(WebPushDemoSubscriptions.isPrivateScalar(WebPushDemoSubscriptions.order), "n itself")
+        XCTAssertTrue(WebPushDemoSubscriptions.isPrivateScalar(Array(WebPushDemoSubscriptions.order.dropLast()) + [0x50]), "n - 1")
+        XCTAssertFalse(WebPushDemoSubscriptions.isPrivateScalar([UInt8](repeating: 0xFF, count: 32)))
+        XCTAssertFalse(WebPushDemoSubscriptions.isPrivateScalar([1]))
     }
 }

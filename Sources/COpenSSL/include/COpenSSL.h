@@ -69,6 +69,14 @@ void pushcast_p256_agreement_free(pushcast_p256_agreement *agreement);
 // `secret` (32 bytes). Returns 1; 0 when `theirs` is not a point on P-256; -1 when OpenSSL fails.
 int pushcast_p256_agree(pushcast_p256_agreement *agreement, const unsigned char theirs[65], unsigned char ours[65],
                         unsigned char secret[32]);
+// The user agent's side (a push service that holds the subscription's private scalar: the mock),
+// stateless and safe from any thread (one P-256 group made once and shared read-only): writes
+// the public point of `scalar` (32 bytes big-endian) to `ours` (65 bytes) and the ECDH secret
+// with `sender` (the message's 65-byte keyid, checked on the curve) to `secret` (32 bytes).
+// Returns 1; 0 when `sender` is not a point on P-256; -2 when the scalar is 0 or not below the
+// group order; -1 when OpenSSL fails.
+int pushcast_p256_agree_as_user_agent(const unsigned char scalar[32], const unsigned char sender[65], unsigned char ours[65],
+                                      unsigned char secret[32]);
 // An "HKDF" EVP_KDF_CTX with its digest set to SHA-256 once (EVP_KDF_CTX_free it); NULL on failure.
 EVP_KDF_CTX *pushcast_hkdf_sha256_new(void);
 // HKDF-SHA-256 (RFC 5869, extract then expand) through a context from pushcast_hkdf_sha256_new,
