@@ -97,15 +97,18 @@ public final class WebPushAdapter: ProviderAdapter {
         return current
     }
 
+    static let offCurve = RowProblem(reason: WebPushReason.invalidSubscription, field: "p256dh", message: "not a point on the P-256 curve")
+    static let noKeys = RowProblem(reason: WebPushReason.invalidSubscription, field: nil, message: "the rendered body holds no subscription keys")
+
     /// Encrypts the rendered payload (`WebPushRendering`: key, auth secret, payload) with a fresh
-    /// salt and ephemeral key. A p256dh that is not on the curve ends the row unsent.
-    public func seal(payload: [UInt8], into body: inout [UInt8]) -> ProviderVerdict? {
+    /// salt and ephemeral key. A p256dh that is not on the curve ends the row unsent, `invalid`.
+    public func seal(payload: [UInt8], into body: inout [UInt8]) -> SealRefusal? {
         let keyBytes = WebPushRendering.keyBytes
-        guard payload.count >= keyBytes else { return .fail(reason: WebPushReason.invalidSubscription) }
-        return payload.withUnsafeBytes { bytes -> ProviderVerdict? in
+        guard payload.count >= keyBytes else { return .invalid(Self.noKeys) }
+        return payload.withUnsafeBytes { bytes -> SealRefusal? in
             let point = UnsafeRawBufferPointer(rebasing: bytes[0..<P256Key.pointBytes])
-            guard let key = P256Key.publicKey(point: point) else { return .fail(reason: WebPushReason.invalidSubscription) }
-            guard let encryptor else { return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none) }
+            guard let key = P256Key.publicKey(point: point) else { return .invalid(Self.offCurve) }
+            guard let encryptor else { return .failed(reason: "EncryptionFailed") }
             let plaintext = UnsafeRawBufferPointer(rebasing: bytes[keyBytes...])
             let total = WebPushContentCoding.bodyBytes(plaintextBytes: plaintext.count)
             if body.count != total {
@@ -118,7 +121,7 @@ public final class WebPushAdapter: ProviderAdapter {
                     try encryptor.encrypt(plaintext, userAgentKey: key, userAgentPublic: point, authSecret: auth, into: out)
                 }
             }
-            guard case .success = sealed else { return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none) }
+            guard case .success = sealed else { return .failed(reason: "EncryptionFailed") }
             return nil
         }
     }
