@@ -188,16 +188,19 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
 
     /// Has the adapter write the request's body for the notification at `tag` (`RequestLayout.
     /// sealsBody`), afresh for each attempt. When it cannot, the row ends now, never sent:
-    /// `invalid` for a row the adapter refuses (`fail`), `failed` otherwise.
+    /// `invalid` for a row whose own data the adapter refuses, the field named in the error;
+    /// `failed` otherwise (`unknown` for either when an earlier attempt may have gone out).
     private func sealed(_ tag: Int, now: UInt64) -> Bool {
-        guard let verdict = adapter.seal(payload: slab[tag].payload, into: &request.pointee.body) else { return true }
+        guard let refusal = adapter.seal(payload: slab[tag].payload, into: &request.pointee.body) else { return true }
         var notification = takeOut(tag, "seal")
         if notification.firstSentNanoseconds == 0 { notification.firstSentNanoseconds = now }
-        switch verdict {
-        case .fail(let reason): finish(tag, &notification, notification.mayHaveGoneOut ? .unknown : .invalid, status: nil, reason: reason)
-        case .prune(let reason, _), .retry(let reason, _, _), .reauthenticate(let reason), .stopRun(let reason, _):
-            finish(tag, &notification, notification.mayHaveGoneOut ? .unknown : .failed, status: nil, reason: reason)
-        case .delivered: finish(tag, &notification, .failed, status: nil, reason: OutcomeReason.internalError)
+        let mayHaveGoneOut = notification.mayHaveGoneOut
+        switch refusal {
+        case .invalid(let problem):
+            finish(tag, &notification, mayHaveGoneOut ? .unknown : .invalid, status: nil, reason: problem.reason,
+                   error: problem.field.map { "field '\($0)': \(problem.message)" } ?? problem.message)
+        case .failed(let reason):
+            finish(tag, &notification, mayHaveGoneOut ? .unknown : .failed, status: nil, reason: reason)
         }
         return false
     }
@@ -576,7 +579,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
     /// `n` has been taken out of the slab; its slot is free again. Its id, token and apns-id move into the
     /// outcome record by swaps (no retain or release); the rest of it dies with the caller.
     private func finish(_ index: Int, _ n: inout PreparedNotification, _ outcome: OutcomeKind, status: Int?, reason: String?,
-                        messageID: String? = nil, unregisteredAt: String? = nil) {
+                        error: String? = nil, messageID: String? = nil, unregisteredAt: String? = nil) {
         let latency = Double(clock.nowNanoseconds() &- n.firstSentNanoseconds) / 1e6
         // An answer that echoes the request's own id (APNs does) records the request's packed
         // id, and the answer's String, made on this thread, is freed here (freeing it on the
@@ -584,7 +587,7 @@ public final class SendWorkload<Adapter: ProviderAdapter>: ClientWorkload {
         // cache of 7 blocks is full).
         let ownID = Self.isOwn(messageID, n.packedMessageID)
         outbox.append(OutcomeRecord(row: n.row, id: nil, token: PackedText.empty, provider: adapter.provider, outcome: outcome,
-                                    status: status, reason: reason, messageID: ownID ? nil : messageID.map(PackedText.init),
+                                    status: status, reason: reason, error: error, messageID: ownID ? nil : messageID.map(PackedText.init),
                                     unregisteredAt: unregisteredAt, attempts: n.attempts, latencyMilliseconds: latency))
         outbox.withUnsafeMutableBufferPointer { records in
             let record = records.baseAddress! + (records.count - 1)

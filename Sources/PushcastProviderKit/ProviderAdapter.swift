@@ -83,14 +83,23 @@ public protocol ProviderAdapter: AnyObject {
     func credentialRejected(generation: UInt64) -> CredentialDecision
     /// With `layout.sealsBody`: writes the request body for the rendered `payload` into `body`
     /// (the worker's own buffer, its capacity reused), on the worker thread, once per attempt.
-    /// Nil when it is ready; otherwise the row ends with the verdict and is never sent (a key
+    /// Nil when it is ready; otherwise the row ends as the refusal says and is never sent (a key
     /// that is not a key).
-    func seal(payload: [UInt8], into body: inout [UInt8]) -> ProviderVerdict?
+    func seal(payload: [UInt8], into body: inout [UInt8]) -> SealRefusal?
+}
+
+/// Why `seal` could not make a row's body; the row ends unsent.
+public enum SealRefusal: Sendable, Equatable {
+    /// The row's own data cannot be sealed for (a key that is not a key): `invalid`, with the
+    /// problem's reason and the field it names in the error.
+    case invalid(RowProblem)
+    /// Sealing failed for a reason that is not the row's: `failed` with this reason.
+    case failed(reason: String)
 }
 
 extension ProviderAdapter {
     /// Only called with `layout.sealsBody`; a provider without it never gets here.
-    public func seal(payload: [UInt8], into body: inout [UInt8]) -> ProviderVerdict? {
+    public func seal(payload: [UInt8], into body: inout [UInt8]) -> SealRefusal? {
         body.removeAll(keepingCapacity: true)
         body.append(contentsOf: payload)
         return nil

@@ -97,14 +97,17 @@ public final class WebPushAdapter: ProviderAdapter {
         return current
     }
 
+    static let offCurve = RowProblem(reason: WebPushReason.invalidSubscription, field: "p256dh", message: "not a point on the P-256 curve")
+    static let noKeys = RowProblem(reason: WebPushReason.invalidSubscription, field: nil, message: "the rendered body holds no subscription keys")
+
     /// Encrypts the rendered payload (`WebPushRendering`: key, auth secret, payload) with a fresh
-    /// salt and ephemeral key. A p256dh that is not on the curve ends the row unsent.
-    public func seal(payload: [UInt8], into body: inout [UInt8]) -> ProviderVerdict? {
+    /// salt and ephemeral key. A p256dh that is not on the curve ends the row unsent, `invalid`.
+    public func seal(payload: [UInt8], into body: inout [UInt8]) -> SealRefusal? {
         let keyBytes = WebPushRendering.keyBytes
-        guard payload.count >= keyBytes else { return .fail(reason: WebPushReason.invalidSubscription) }
-        return payload.withUnsafeBytes { bytes -> ProviderVerdict? in
+        guard payload.count >= keyBytes else { return .invalid(Self.noKeys) }
+        return payload.withUnsafeBytes { bytes -> SealRefusal? in
             let point = UnsafeRawBufferPointer(rebasing: bytes[0..<P256Key.pointBytes])
-            guard let encryptor else { return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none) }
+            guard let encryptor else { return .failed(reason: "EncryptionFailed") }
             let plaintext = UnsafeRawBufferPointer(rebasing: bytes[keyBytes...])
             let total = WebPushContentCoding.bodyBytes(plaintextBytes: plaintext.count)
             if body.count != total {
@@ -119,8 +122,8 @@ public final class WebPushAdapter: ProviderAdapter {
             }
             switch sealed {
             case .success: return nil
-            case .failure(.notOnCurve): return .fail(reason: WebPushReason.invalidSubscription)
-            case .failure: return .retry(reason: "EncryptionFailed", retryAfterSeconds: nil, throttle: .none)
+            case .failure(.notOnCurve): return .invalid(Self.offCurve)
+            case .failure: return .failed(reason: "EncryptionFailed")
             }
         }
     }

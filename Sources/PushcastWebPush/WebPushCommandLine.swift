@@ -129,7 +129,7 @@ final class WebPushSetup: ProviderSetup {
     func sendProblem(body: [UInt8]) -> RowProblem? {
         guard body.count >= WebPushRendering.keyBytes,
               body.withUnsafeBytes({ P256Key.publicKey(point: UnsafeRawBufferPointer(rebasing: $0[0..<P256Key.pointBytes])) }) != nil else {
-            return RowProblem(reason: WebPushReason.invalidSubscription, field: "p256dh", message: "not a point on the P-256 curve")
+            return WebPushAdapter.offCurve
         }
         return nil
     }

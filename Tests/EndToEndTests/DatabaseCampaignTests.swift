@@ -113,7 +113,7 @@ final class DatabaseCampaignTests: XCTestCase {
         return Set(text.split(separator: "\n").dropFirst().map { String($0.split(separator: ",", omittingEmptySubsequences: false)[0]) })
     }
 
-    func count(_ label: String, in output: String) -> Int? {
+    static func count(_ label: String, in output: String) -> Int? {
         for line in output.split(separator: "\n") where line.contains(label) {
             return Int(line.split(separator: " ").last ?? "")
         }
@@ -139,15 +139,15 @@ final class DatabaseCampaignTests: XCTestCase {
         XCTAssertGreaterThan(tokens.count, 1000)
         let inactive = Set(try database.sql("SELECT token FROM push_devices WHERE NOT is_active;").split(separator: "\n").map(String.init))
         XCTAssertEqual(inactive, tokens.subtracting([reregistered.token]), "exactly the pruned tokens, less the re-registered one")
-        XCTAssertEqual(count("rows changed:", in: first.stdout), inactive.count, first.stdout)
-        XCTAssertEqual(count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
-        XCTAssertEqual(count("rows that would change:", in: dry.stdout), inactive.count, dry.stdout)
+        XCTAssertEqual(Self.count("rows changed:", in: first.stdout), inactive.count, first.stdout)
+        XCTAssertEqual(Self.count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
+        XCTAssertEqual(Self.count("rows that would change:", in: dry.stdout), inactive.count, dry.stdout)
         XCTAssertEqual(try database.sql("SELECT COUNT(*) FROM push_devices WHERE NOT is_active AND pruned_at IS NULL;")
             .trimmingCharacters(in: .whitespacesAndNewlines), "0")
 
         let second = try pushcast(apply, database)
         XCTAssertEqual(second.status, 0, second.stderr)
-        XCTAssertEqual(count("rows changed:", in: second.stdout), 0, second.stdout)
+        XCTAssertEqual(Self.count("rows changed:", in: second.stdout), 0, second.stdout)
         XCTAssertTrue(second.stdout.contains("nothing to change"), second.stdout)
         XCTAssertFalse((first.stdout + first.stderr + dry.stdout + dry.stderr).contains(database.password))
     }
@@ -274,9 +274,9 @@ final class DatabaseCampaignTests: XCTestCase {
         let left = Set(try database.sql("SELECT token FROM device_tokens;").split(separator: "\n").map(String.init))
         XCTAssertEqual(Set(rows.map(\.token)).subtracting(left), tokens.subtracting([dead.token]), "exactly the pruned tokens' rows deleted")
         XCTAssertTrue(left.contains(dead.token))
-        XCTAssertEqual(count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
+        XCTAssertEqual(Self.count("skipped, re-registered:", in: first.stdout), 1, first.stdout)
         let second = try pushcast(apply, database)
-        XCTAssertEqual(count("rows changed:", in: second.stdout), 0, second.stdout)
+        XCTAssertEqual(Self.count("rows changed:", in: second.stdout), 0, second.stdout)
         XCTAssertTrue(second.stdout.contains("nothing to change"), second.stdout)
     }
 

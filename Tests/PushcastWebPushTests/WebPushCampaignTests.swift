@@ -194,6 +194,7 @@ final class WebPushCampaignTests: XCTestCase {
             case "offCurve":
                 XCTAssertEqual(record.outcome, .invalid, "row \(record.row)")
                 XCTAssertEqual(record.reason, "InvalidSubscription")
+                XCTAssertEqual(record.error, "field 'p256dh': not a point on the P-256 curve", "row \(record.row)")
             default:
                 XCTAssertEqual(record.outcome, .invalid)
                 XCTAssertEqual(record.reason, "InvalidToken")

@@ -203,7 +203,8 @@ final class WebPushProviderTests: XCTestCase {
         var offCurve = subscription.p256dh
         offCurve[64] ^= 1
         var body: [UInt8] = []
-        XCTAssertEqual(adapter.seal(payload: offCurve + auth + payload, into: &body), .fail(reason: "InvalidSubscription"))
+        XCTAssertEqual(adapter.seal(payload: offCurve + auth + payload, into: &body),
+                       .invalid(RowProblem(reason: "InvalidSubscription", field: "p256dh", message: "not a point on the P-256 curve")))
     }
 
     func testARefusedTokenIsRenewedOnceThenTheLaneStops() throws {
