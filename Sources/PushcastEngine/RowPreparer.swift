@@ -75,6 +75,8 @@ public struct RowLayout: Sendable {
     /// By token column (`tokenColumns`' order): the provider whose own column it is (a
     /// `PushProvider.tokenColumns` name), or nil for `token`.
     public var tokenColumnOwners: [ProviderID?]
+    /// By token column (`tokenColumns`' order): its name as the header has it, for errors.
+    public var tokenColumnNames: [String]
     /// The providers' own token columns by name, kept to resolve the layout again.
     public var providerTokenColumns: [(name: String, provider: ProviderID)]
     /// `--id-column`, kept to resolve the layout again when NDJSON columns grow.
@@ -124,6 +126,7 @@ public struct RowLayout: Sendable {
         }
         tokenColumns = tokens
         tokenColumnOwners = owners
+        tokenColumnNames = tokens.map { columns[$0] }
         self.providerTokenColumns = providerTokenColumns
         providerColumns = candidates("platform") + candidates("provider")
         idColumns = candidates(idColumn ?? "device_id")
@@ -400,6 +403,8 @@ public struct RowPreparer {
         func rowID() -> String? { self.rowID(view) }
         let candidate = layout.tokenCandidate(in: view)
         let tokenColumn = candidate.map { layout.tokenColumns[$0] } ?? -1
+        // The field an error names: the column the token came from (`endpoint` for Web Push).
+        let tokenField = candidate.map { layout.tokenColumnNames[$0] } ?? "token"
         var provider = candidate.flatMap { layout.tokenColumnOwners[$0] } ?? layout.defaultProvider
         if let column = RowLayout.first(layout.providerColumns, in: view), let value = view.field(column),
            value.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) {
@@ -418,7 +423,7 @@ public struct RowPreparer {
         guard let rawToken = view.field(tokenColumn), rawToken.contains(where: { $0 != 0x20 && $0 != 0x09 }) else {
             if routedBits & bit != 0 && !recordsRoutelessRows { return .skip }
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: "", provider: provider, outcome: .invalid,
-                                       reason: OutcomeReason.missingToken, error: problem(view, field: "token", "missing")))
+                                       reason: OutcomeReason.missingToken, error: problem(view, field: tokenField, "missing")))
         }
         guard routed else {
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
@@ -429,7 +434,7 @@ public struct RowPreparer {
             if routedBits & bit != 0 && !recordsRoutelessRows { return .skip }
             return .done(OutcomeRecord(row: view.row, id: rowID(), token: String(decoding: rawToken, as: UTF8.self), provider: provider,
                                        outcome: .invalid, reason: OutcomeReason.invalidToken,
-                                       error: problem(view, field: "token", error.description)))
+                                       error: problem(view, field: tokenField, error.description)))
         }
         if routedBits & bit != 0, let routeFilter, !routeFilter.contains(routeOf: tokenBytes, catalog[provider]) { return .skip }
         return .valid(id: wantID ? rowID() : nil, provider: provider)
