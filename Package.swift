@@ -109,7 +109,7 @@ let package = Package(
         .testTarget(name: "PushcastSimulationTests",
                     dependencies: ["PushcastSimulation", "PushcastEngine", "PushcastWire", "PushcastCore", "PushcastInput", "PushcastJSON",
                                    "PushcastReactor", "PushcastSystem", "PushcastTransport", "PushcastAPNs", "PushcastFCM", "PushcastProviderKit", "PushcastProviders"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["PushcastWire", "PushcastCore", "PushcastWebPush"]),
         .testTarget(name: "PushcastDatabaseTests", dependencies: ["PushcastDatabase"]),
         .testTarget(name: "PushcastFuzzingTests", dependencies: ["PushcastFuzzing", "PushcastWire"]),
     ]
