@@ -9,10 +9,11 @@ import Synchronization
 /// when logging is on). Tokens are written here on purpose: the log is the test's evidence of what
 /// the mock received, in a 0600 file. Never an access token or an assertion.
 ///
-/// Every line carries `ts` (wall clock, ms since the epoch), `mono_ms` (CLOCK_MONOTONIC, ms) and
-/// `provider` (`apns` or `fcm`), so a test can tell from the log when each provider was sent to:
-/// APNs lines: `{"ts":…,"mono_ms":…,"provider":"apns","worker":0,"method":"POST","token":"…","status":200,"apns_id":"…"[,"reason":"…"]}`
-/// FCM lines: `{"ts":…,"mono_ms":…,"provider":"fcm","worker":0,"method":"POST","path":"/v1/projects/p/messages:send","token":"…","status":200[,"error":"UNREGISTERED"]}`
+/// Every line carries `ts` (wall clock, ms since the epoch), `mono_ms` (CLOCK_MONOTONIC, ms),
+/// `provider` (`apns`, `fcm` or `webpush`), so a test can tell from the log when each provider was
+/// sent to, and `http` (`"2"` or `"1.1"`), the protocol the request's connection spoke:
+/// APNs lines: `{"ts":…,"mono_ms":…,"provider":"apns","worker":0,"http":"2","method":"POST","token":"…","status":200,"apns_id":"…"[,"reason":"…"]}`
+/// FCM lines: `{"ts":…,"mono_ms":…,"provider":"fcm","worker":0,"http":"2","method":"POST","path":"/v1/projects/p/messages:send","token":"…","status":200[,"error":"UNREGISTERED"]}`
 /// (token-endpoint calls have `"path":"/token"` and no `token`).
 public final class MockRequestLog: Sendable {
     private let file: Mutex<OutputFile>
@@ -23,15 +24,15 @@ public final class MockRequestLog: Sendable {
 
     /// One exchange: the members every line has, then the provider's own (its responder's
     /// `logMembers`).
-    func record(provider: any ProviderResponder, worker: Int, request: HTTP2ServerRequest, answer: ProviderServerAnswer) {
-        let line = Self.linePrefix(provider: provider.provider.rawValue, worker: worker, method: request.method)
+    func record(provider: any ProviderResponder, worker: Int, http1: Bool, request: HTTP2ServerRequest, answer: ProviderServerAnswer) {
+        let line = Self.linePrefix(provider: provider.provider.rawValue, worker: worker, http1: http1, method: request.method)
             + provider.logMembers(request, answer) + "}\n"
         file.withLock { try? $0.append(line) }
     }
 
-    private static func linePrefix(provider: String, worker: Int, method: String) -> String {
+    private static func linePrefix(provider: String, worker: Int, http1: Bool, method: String) -> String {
         "{\"ts\":\(Int64(SystemClock.wallClockSeconds() * 1000)),\"mono_ms\":\(Reactor.nowNanoseconds() / 1_000_000),"
-            + "\"provider\":\"\(provider)\",\"worker\":\(worker),\"method\":\"\(escaped(method))\","
+            + "\"provider\":\"\(provider)\",\"worker\":\(worker),\"http\":\"\(http1 ? "1.1" : "2")\",\"method\":\"\(escaped(method))\","
     }
 
     public func flush() {

@@ -131,7 +131,7 @@ final class MockResponder: ServerResponder {
             connection.goAway()
             counters.goAwaysSent += 1
         }
-        if let log = shared.log { log.record(provider: shared.provider, worker: workerIndex, request: request, answer: answer) }
+        if let log = shared.log { log.record(provider: shared.provider, worker: workerIndex, http1: connection.speaksHTTP1, request: request, answer: answer) }
         if answer.headers.isEmpty {
             return .respondInline(status: answer.status, header: answer.inlineHeader, body: answer.body,
                                   delayNanoseconds: behavior.latencyNanoseconds)

@@ -83,11 +83,14 @@ public final class MockServer: @unchecked Sendable {
 
     /// Starts every worker; returns once all of them listen.
     public init(configuration: MockServerConfiguration) throws(MockServerError) {
-        let (tls, apnsTLS, authorityPEM) = try Self.makeTLSContexts(configuration)
-        authorityCertificatePEM = authorityPEM
+        let contexts = try Self.makeTLSContexts(configuration)
+        let (tls, apnsTLS) = (contexts.plain, contexts.apns)
+        authorityCertificatePEM = contexts.authorityPEM
         let workers = max(1, configuration.workers)
-        // Board slots: APNs workers, then FCM's, then Web Push's (each listener's block of `workers`).
-        board = MockStatisticsBoard(workers: configuration.webpush != nil ? 3 * workers : configuration.fcm == nil ? workers : 2 * workers)
+        // Board slots: APNs workers, then FCM's, then Web Push's, then the HTTP/1.1-only Web Push
+        // listener's (each listener's block of `workers`).
+        let blocks = configuration.webpush.map { $0.http1Port == nil ? 3 : 4 } ?? (configuration.fcm == nil ? 1 : 2)
+        board = MockStatisticsBoard(workers: blocks * workers)
         do {
             log = try configuration.logPath.map { path throws(SystemError) in try MockRequestLog(path: path) }
         } catch {
@@ -114,7 +117,7 @@ public final class MockServer: @unchecked Sendable {
         backendKind = apnsBackend
         guard let fcmConfiguration = configuration.fcm, let secondProvider = providers.second else {
             fcm = nil
-            webpush = try startWebPush(configuration, providers: providers, once: once, gate: gate, tls: tls, wall: apnsWall)
+            webpush = try startWebPush(configuration, providers: providers, once: once, gate: gate, tls: (tls, contexts.http1), wall: apnsWall)
             return
         }
         // FCM: its own port, stream limit, body limit, rate-limit bucket and responders.
@@ -132,7 +135,7 @@ public final class MockServer: @unchecked Sendable {
                               streamsMax: fcmConfiguration.streamsPerConnectionMax)
             }
             fcm = try providers.secondBound(fcmConfiguration, host: configuration.host, port: fcmPort)
-            webpush = try startWebPush(configuration, providers: providers, once: once, gate: gate, tls: tls, wall: apnsWall)
+            webpush = try startWebPush(configuration, providers: providers, once: once, gate: gate, tls: (tls, contexts.http1), wall: apnsWall)
         } catch {
             stopSignal.stop()
             threads.join()
@@ -152,9 +155,11 @@ public final class MockServer: @unchecked Sendable {
     }
 
     /// Starts the Web Push listener when configured: its own port, stream limit, body limit and
-    /// rate-limit bucket; stops every worker if it cannot.
-    private func startWebPush(_ configuration: MockServerConfiguration, providers: MockProviders, once: FirstTimeSet,
-                              gate: ServerMisbehaviorGate?, tls: TLSContext, wall: SystemWallClock) throws(MockServerError) -> MockWebPushEndpoint? {
+    /// rate-limit bucket; and with `http1Port`, a second one on its own port whose TLS offers
+    /// http/1.1 alone (`tls.http1`), answering through the same responder, bucket and log, counted
+    /// in the same statistics from board slots of its own. Stops every worker if it cannot.
+    private func startWebPush(_ configuration: MockServerConfiguration, providers: MockProviders, once: FirstTimeSet, gate: ServerMisbehaviorGate?,
+                              tls: (main: TLSContext, http1: TLSContext?), wall: SystemWallClock) throws(MockServerError) -> MockWebPushEndpoint? {
         guard let webpushConfiguration = configuration.webpush, let provider = providers.third else { return nil }
         let behavior = configuration.behavior
         let workers = max(1, configuration.workers)
@@ -162,16 +167,22 @@ public final class MockServer: @unchecked Sendable {
                                         rateLimiter: behavior.rateLimitPerSecond.map { MockRateLimiter(perSecond: $0) }, quota: nil,
                                         retryAfterSeconds: 1, log: log,
                                         wallMilliseconds: webpushConfiguration.wallMilliseconds ?? { wall.secondsSinceEpoch() * 1000 })
-        let serverConfiguration = Self.listenerConfiguration(configuration, port: webpushConfiguration.port, tls: tls, gate: gate,
-                                                             streamsMax: webpushConfiguration.streamsPerConnectionMax,
-                                                             bodyBytesMax: MockWebPushConfiguration.requestBodyBytesMax)
+        let streamsMax = webpushConfiguration.streamsPerConnectionMax
+        func start(port: UInt16, tls: TLSContext, name: String, firstSlot: Int) throws(MockServerError) -> UInt16 {
+            let serverConfiguration = Self.listenerConfiguration(configuration, port: port, tls: tls, gate: gate, streamsMax: streamsMax,
+                                                                 bodyBytesMax: MockWebPushConfiguration.requestBodyBytesMax)
+            return try Self.startWorkers(count: workers, name: name, configuration: serverConfiguration, group: (threads, stopSignal, failures)) { index in
+                MockResponder(behavior: behavior, shared: shared, slot: firstSlot + index, workerIndex: index, streamsMax: streamsMax)
+            }.0
+        }
         do {
-            let (port, _) = try Self.startWorkers(count: workers, name: "mock-webpush", configuration: serverConfiguration,
-                                                  group: (threads, stopSignal, failures)) { index in
-                MockResponder(behavior: behavior, shared: shared, slot: 2 * workers + index, workerIndex: index,
-                              streamsMax: webpushConfiguration.streamsPerConnectionMax)
+            let port = try start(port: webpushConfiguration.port, tls: tls.main, name: "mock-webpush", firstSlot: 2 * workers)
+            let host = Self.advertisedHost(configuration.host)
+            guard let http1Port = webpushConfiguration.http1Port, let http1TLS = tls.http1 else {
+                return MockWebPushEndpoint(port: port, origin: "https://\(host):\(port)")
             }
-            return MockWebPushEndpoint(port: port, origin: "https://\(Self.advertisedHost(configuration.host)):\(port)")
+            let second = try start(port: http1Port, tls: http1TLS, name: "mock-webpush-h1", firstSlot: 3 * workers)
+            return MockWebPushEndpoint(port: port, origin: "https://\(host):\(port)", http1Port: second, http1Origin: "https://\(host):\(second)")
         } catch {
             stopSignal.stop()
             threads.join()
@@ -179,11 +190,11 @@ public final class MockServer: @unchecked Sendable {
         }
     }
 
-    /// The server's TLS contexts: a plain one (FCM, and APNs without `clientCAFile`) and the APNs
-    /// one, which requires client certificates when `clientCAFile` is set; plus the PEM of the CA
+    /// The server's TLS contexts: a plain one (FCM, Web Push, and APNs without `clientCAFile`), the
+    /// APNs one, which requires client certificates when `clientCAFile` is set, and with an
+    /// HTTP/1.1-only Web Push listener one that offers ALPN http/1.1 alone; plus the PEM of the CA
     /// the mock made, if it made its certificate.
-    private static func makeTLSContexts(_ configuration: MockServerConfiguration) throws(MockServerError)
-        -> (fcm: TLSContext, apns: TLSContext, authorityPEM: String?) {
+    private static func makeTLSContexts(_ configuration: MockServerConfiguration) throws(MockServerError) -> MockTLSContexts {
         var authorityPEM: String? = nil
         do {
             var tlsConfiguration = TLSConfiguration()
@@ -205,10 +216,17 @@ public final class MockServer: @unchecked Sendable {
                 authorityPEM = authority.certificatePEM
             }
             let plain = try TLSContext(role: .server, configuration: tlsConfiguration, files: SecretFile.read)
-            guard let clientCA = configuration.clientCAFile else { return (plain, plain, authorityPEM) }
+            var http1: TLSContext? = nil
+            if configuration.webpush?.http1Port != nil {
+                var http1Configuration = tlsConfiguration
+                http1Configuration.alpnProtocols = [TLSContext.http1]
+                http1 = try TLSContext(role: .server, configuration: http1Configuration, files: SecretFile.read)
+            }
+            guard let clientCA = configuration.clientCAFile else { return MockTLSContexts(plain: plain, apns: plain, http1: http1, authorityPEM: authorityPEM) }
             tlsConfiguration.clientCAFile = clientCA
             tlsConfiguration.admitsUnverifiedClientCertificates = configuration.admitsUnverifiedClientCertificates
-            return (plain, try TLSContext(role: .server, configuration: tlsConfiguration, files: SecretFile.read), authorityPEM)
+            let apns = try TLSContext(role: .server, configuration: tlsConfiguration, files: SecretFile.read)
+            return MockTLSContexts(plain: plain, apns: apns, http1: http1, authorityPEM: authorityPEM)
         } catch let error as TLSError {
             throw MockServerError(description: "mock certificate: \(error.description)")
         } catch let error as MockServerError {
@@ -279,6 +297,15 @@ public final class MockServer: @unchecked Sendable {
 /// Writes a file readable by the owner only (0600).
 func writeSecret(_ text: String, to path: String) throws(MockServerError) {
     do { try FileSystem.write(text, to: path, secret: true) } catch { throw MockServerError(description: "cannot write \(path)") }
+}
+
+/// The mock's TLS contexts, all over one certificate (`MockServer.makeTLSContexts`).
+private struct MockTLSContexts {
+    let plain: TLSContext
+    let apns: TLSContext
+    /// ALPN http/1.1 alone: the HTTP/1.1-only Web Push listener's; nil without one.
+    let http1: TLSContext?
+    let authorityPEM: String?
 }
 
 private final class ReadyLatch: @unchecked Sendable {

@@ -6,6 +6,10 @@
 public struct MockWebPushConfiguration: Sendable {
     /// 0 picks a free port.
     public var port: UInt16 = 0
+    /// `--webpush-http1-port N`: a second listener whose TLS offers ALPN http/1.1 alone, so its
+    /// origin is an HTTP/1.1-only push service (the same certificate, responder and log); 0
+    /// picks a free port; nil: none.
+    public var http1Port: UInt16? = nil
     /// SETTINGS_MAX_CONCURRENT_STREAMS on Web Push connections.
     public var streamsPerConnectionMax = 100
     /// `--webpush-seed`: the demo subscriptions' seed; nil: the default the demo data uses.
@@ -30,7 +34,22 @@ public struct MockWebPushEndpoint: Sendable, Equatable {
     public let port: UInt16
     /// `https://HOST:PORT`: an origin whose endpoints the listener serves.
     public let origin: String
+    /// The HTTP/1.1-only listener (`http1Port`), when configured, and its origin.
+    public let http1Port: UInt16?
+    public let http1Origin: String?
 
-    /// The stdout line: `WEBPUSH_PORT=PORT WEBPUSH_ORIGIN=https://127.0.0.1:PORT`.
-    public var announcement: String { "WEBPUSH_PORT=\(port) WEBPUSH_ORIGIN=\(origin)" }
+    public init(port: UInt16, origin: String, http1Port: UInt16? = nil, http1Origin: String? = nil) {
+        self.port = port
+        self.origin = origin
+        self.http1Port = http1Port
+        self.http1Origin = http1Origin
+    }
+
+    /// The stdout line: `WEBPUSH_PORT=PORT WEBPUSH_ORIGIN=https://127.0.0.1:PORT`, then, with an
+    /// HTTP/1.1-only listener, `WEBPUSH_HTTP1_PORT=PORT2 WEBPUSH_HTTP1_ORIGIN=https://127.0.0.1:PORT2`.
+    public var announcement: String {
+        let main = "WEBPUSH_PORT=\(port) WEBPUSH_ORIGIN=\(origin)"
+        guard let http1Port, let http1Origin else { return main }
+        return main + " WEBPUSH_HTTP1_PORT=\(http1Port) WEBPUSH_HTTP1_ORIGIN=\(http1Origin)"
+    }
 }

@@ -33,6 +33,9 @@ public final class ServerConnectionControl {
 
     public var streamsOpen: Int { session?.streamsOpen ?? http1?.streamsOpen ?? 0 }
 
+    /// True when the connection speaks HTTP/1.1, false when HTTP/2.
+    public var speaksHTTP1: Bool { http1 != nil }
+
     /// Sends GOAWAY with the highest stream id seen so far: streams up to it are still answered.
     /// Over HTTP/1.1: the next answer says `Connection: close` and the connection ends after it.
     public func goAway(errorCode: UInt32 = 0, debugData: String = "") {

@@ -78,6 +78,9 @@ enum MockCommand {
                   + "An endpoint's first path segment starting gone answers 410, nf or 404 404, big 413, slow 429 with Retry-After: 1 once, busy 503 once; "
                   + "others 201 with a Location. Any --webpush-* option implies it. A stdout line names it: WEBPUSH_PORT=PORT WEBPUSH_ORIGIN=https://127.0.0.1:PORT"),
             .value("webpush-port", metavar: "N", help: "Web Push port; 0 picks a free one", defaultDescription: "0"),
+            .value("webpush-http1-port", metavar: "N", help: "also serve Web Push on this port over HTTP/1.1 only (TLS offers ALPN http/1.1 alone; 0 picks a free one), "
+                   + "as some push services do, with the same certificate, checks, statistics and log, so that https://HOST:N is an HTTP/1.1-only origin "
+                   + "while --webpush-port stays HTTP/2. The Web Push stdout line then ends WEBPUSH_HTTP1_PORT=N WEBPUSH_HTTP1_ORIGIN=https://127.0.0.1:N"),
             .value("webpush-seed", metavar: "TEXT", help: "the seed the demo subscriptions' keys are derived from", defaultDescription: "pushcast-demo-webpush"),
             .value("webpush-subscriptions", metavar: "FILE", help: "also decrypt for these subscriptions: JSON lines of endpoint, private_key (base64url scalar) and auth (base64url)"),
             .value("log", metavar: "FILE", help: "write one NDJSON line per request (0600), with ts (wall ms), mono_ms, provider (apns|fcm|webpush), token and status; "
@@ -190,7 +193,10 @@ enum MockCommand {
     static func describe(_ server: MockServer, _ configuration: MockServerConfiguration) {
         Console.error("pushcast mock: listening on \(configuration.host):\(server.port) with \(configuration.workers) worker(s), io=\(server.backendKind.rawValue)")
         if let fcm = server.fcm { Console.error("pushcast mock: FCM (project \(fcm.projectID)) on \(configuration.host):\(fcm.port)") }
-        if let webpush = server.webpush { Console.error("pushcast mock: Web Push on \(configuration.host):\(webpush.port)") }
+        if let webpush = server.webpush {
+            Console.error("pushcast mock: Web Push on \(configuration.host):\(webpush.port)"
+                + (webpush.http1Port.map { ", HTTP/1.1 only on \(configuration.host):\($0)" } ?? ""))
+        }
         if let clientCA = configuration.clientCAFile, case .certificate(let environment) = configuration.behavior.authentication {
             Console.error("pushcast mock: APNs certificate auth (\(environment.rawValue)): client certificates must verify against \(clientCA)")
         }
@@ -230,9 +236,15 @@ enum MockCommand {
 
     /// The Web Push listener's settings, when `--webpush` or any `--webpush-*` option asks for one.
     static func makeWebPushConfiguration(_ parsed: ParsedArguments) throws -> MockWebPushConfiguration? {
-        guard parsed.flag("webpush") || ["webpush-port", "webpush-seed", "webpush-subscriptions"].contains(where: { parsed.contains($0) }) else { return nil }
+        let options = ["webpush-port", "webpush-http1-port", "webpush-seed", "webpush-subscriptions"]
+        guard parsed.flag("webpush") || options.contains(where: { parsed.contains($0) }) else { return nil }
         var webpush = MockWebPushConfiguration()
         webpush.port = UInt16(try parsed.int("webpush-port", default: 0, range: 0...65535))
+        webpush.http1Port = try parsed.int("webpush-http1-port", range: 0...65535).map { UInt16($0) }
+        // The workers share their port (SO_REUSEPORT): one port for both would split its connections.
+        if let http1Port = webpush.http1Port, http1Port != 0, http1Port == webpush.port {
+            throw parsed.error("--webpush-http1-port must differ from --webpush-port")
+        }
         webpush.seed = parsed.value("webpush-seed")
         webpush.subscriptionsPath = parsed.value("webpush-subscriptions")
         return webpush

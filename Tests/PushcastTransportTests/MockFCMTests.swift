@@ -68,12 +68,13 @@ final class FCMMockHarness {
     @discardableResult
     func stop() -> MockStatistics { server.stop() }
 
-    /// Runs `requests` in order against the FCM port (or the APNs one, or `port`).
-    func exchange(_ requests: [HTTP2Request], apns: Bool = false, port: UInt16? = nil) throws -> [HTTP2Response] {
+    /// Runs `requests` in order against the FCM port (or the APNs one, or `port`), offering ALPN
+    /// `alpn`.
+    func exchange(_ requests: [HTTP2Request], apns: Bool = false, port: UInt16? = nil, alpn: [String] = ["h2"]) throws -> [HTTP2Response] {
         let endpoint = Endpoint(host: "127.0.0.1", port: port ?? (apns ? server.port : fcm.port))
         var reactor = ReactorConfiguration()
         reactor.backend = .epoll
-        let client = ClientConfiguration(endpoint: endpoint, address: "127.0.0.1", tls: try pki.clientTLS(), limits: Limits(), reactor: reactor)
+        let client = ClientConfiguration(endpoint: endpoint, address: "127.0.0.1", tls: try pki.clientTLS(offering: alpn), limits: Limits(), reactor: reactor)
         let workload = SequentialWorkload(requests)
         let worker = try ClientWorker(configuration: client, connectionCount: 1, workload: workload, clock: TurnClock(source: SystemClock.Monotonic()))
         try worker.run()

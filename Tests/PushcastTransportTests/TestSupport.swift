@@ -26,10 +26,11 @@ struct TestPKI {
         try leaf.privateKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
     }
 
-    func clientTLS() throws -> TLSContext {
+    func clientTLS(offering alpn: [String] = ["h2"]) throws -> TLSContext {
         var configuration = TLSConfiguration()
         configuration.trustsSystemStore = false
         configuration.additionalCAFile = caFile
+        configuration.alpnProtocols = alpn
         return try TLSContext(role: .client, configuration: configuration, files: SecretFile.read)
     }
 }
