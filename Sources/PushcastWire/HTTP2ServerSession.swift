@@ -74,7 +74,9 @@ public final class HTTP2ServerSession {
     /// through nghttp2's stream map.
     private var cachedSlot = 0
 
-    public init(limits: Limits) throws(HTTP2Error) {
+    /// `resetGuard`: the rapid-reset guard's burst and refill rate (a test passes a narrow one,
+    /// so that a flood trips it however slowly the machine runs).
+    public init(limits: Limits, resetGuard: (burst: UInt64, perSecond: UInt64) = (streamResetBurst, streamResetsPerSecond)) throws(HTTP2Error) {
         precondition(limits.streamsPerConnectionMax >= 1)
         self.limits = limits
         slotCapacity = limits.streamsPerConnectionMax
@@ -105,7 +107,7 @@ public final class HTTP2ServerSession {
         // once a client has reset 1,000 streams beyond 33 a second. curl 7.88 resets the streams of
         // its requests to this server, so it lost its connection after ~1,035 requests; a mock
         // under benchmark load keeps a guard, but a far wider one.
-        nghttp2_option_set_stream_reset_rate_limit(option, Self.streamResetBurst, Self.streamResetsPerSecond)
+        nghttp2_option_set_stream_reset_rate_limit(option, resetGuard.burst, resetGuard.perSecond)
 
         var created: OpaquePointer?
         rv = nghttp2_session_server_new3(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, memory)
@@ -305,8 +307,8 @@ public final class HTTP2ServerSession {
     }
 
     /// The rapid-reset guard: RST_STREAMs a client may send at once, and per second after that.
-    static let streamResetBurst: UInt64 = 100_000
-    static let streamResetsPerSecond: UInt64 = 100_000
+    public static let streamResetBurst: UInt64 = 100_000
+    public static let streamResetsPerSecond: UInt64 = 100_000
 
     /// RFC 9113 §7 error codes for `reset(streamID:errorCode:)` and `goAway`.
     public static let noErrorCode = NG.noError
