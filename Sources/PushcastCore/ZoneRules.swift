@@ -120,8 +120,18 @@ public enum ZoneValue: Sendable, Equatable {
             }
         }
         guard !segmentStart else { return .failure(.malformedName) }
-        return .success(.named(String(decoding: value, as: UTF8.self)))
+        let name = String(decoding: value, as: UTF8.self)
+        if value.count <= 5, value.allSatisfy({ (0x41...0x5A).contains($0) }), !unambiguousCapitals.contains(name) {
+            return .failure(.abbreviation)
+        }
+        return .success(.named(name))
     }
+
+    /// Names in capitals that tzdata defines and that mean one thing. Other short capitals are
+    /// abbreviations: Foundation takes IST for India (not Israel or Ireland), BST for Bangladesh
+    /// (not British summer time), CST for Chicago; tzdata's EST and MST never observe daylight
+    /// saving time, which is not what an export that says EST means in July.
+    static let unambiguousCapitals: Set<String> = ["UTC", "UCT", "GMT", "PRC", "ROC", "ROK", "NZ", "GB"]
 }
 
 /// Why a zone value was refused. `reason` is the short text a row's `invalid` outcome carries.
@@ -137,6 +147,9 @@ public enum ZoneRefusal: Error, Sendable, Equatable {
     /// Not shaped like an IANA name (a character outside letters, digits, `_ - + /`, an empty
     /// segment, a segment not starting with a letter).
     case malformedName
+    /// A time-zone abbreviation (`IST`, `BST`, `EST`, `CET`), which names different zones in
+    /// different places: an IANA name or an offset says which.
+    case abbreviation
     /// Shaped like a name, but the directory does not know it.
     case unknownZone
 
@@ -147,6 +160,7 @@ public enum ZoneRefusal: Error, Sendable, Equatable {
         case .malformedOffset: return "zone-offset-malformed"
         case .offsetOutOfRange: return "zone-offset-out-of-range"
         case .malformedName: return "zone-name-malformed"
+        case .abbreviation: return "zone-abbreviation"
         case .unknownZone: return "zone-unknown"
         }
     }

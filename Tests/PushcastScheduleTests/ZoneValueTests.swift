@@ -34,6 +34,16 @@ final class ZoneValueTests: XCTestCase {
             XCTAssertEqual(ZoneValue.parse(name), .success(.named(name)), name)
         }
         XCTAssertEqual(ZoneValue.parse(" Europe/London "), .success(.named("Europe/London")))
+        for name in ["GMT", "UCT", "PRC", "NZ", "GB", "Japan", "Etc/UTC", "EST5EDT", "US/Pacific"] {
+            XCTAssertEqual(ZoneValue.parse(name), .success(.named(name)), name)
+        }
+    }
+
+    func testAbbreviationsAreRefusedNotGuessed() {
+        for text in ["IST", "BST", "CST", "PST", "EST", "MST", "HST", "CET", "AEST", "NZDT", "JST"] {
+            XCTAssertEqual(refusal(text), .abbreviation, text)
+        }
+        XCTAssertEqual(ZoneRefusal.abbreviation.reason, "zone-abbreviation")
     }
 
     func testGarbageIsRefusedWithItsReason() {
