@@ -44,6 +44,8 @@ let package = Package(
 
         .target(name: "PushcastCore", dependencies: ["CPrefetch"], swiftSettings: hotPath),
         .target(name: "PushcastCommandLine"),
+        // Local-time delivery, sans-I/O: a row's delivery time from its zone's offsets.
+        .target(name: "PushcastSchedule", dependencies: ["PushcastCore"]),
         .target(name: "PushcastInput", dependencies: ["PushcastCore", "CCompression"], swiftSettings: hotPath),
         // The one JSON reader (JSONScanner), the JSON writer, and the payload template both providers render.
         .target(name: "PushcastJSON", swiftSettings: hotPath),
@@ -91,6 +93,7 @@ let package = Package(
         ),
 
         .testTarget(name: "PushcastCoreTests", dependencies: ["PushcastCore"]),
+        .testTarget(name: "PushcastScheduleTests", dependencies: ["PushcastSchedule", "PushcastCore", "PushcastSystem"]),
         .testTarget(name: "PushcastCommandLineTests", dependencies: ["PushcastCommandLine"]),
         .testTarget(name: "PushcastInputTests", dependencies: ["PushcastInput", "CCompression"]),
         .testTarget(name: "PushcastJSONTests", dependencies: ["PushcastJSON"]),

@@ -48,7 +48,7 @@ DECL = re.compile(r'^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|filepriva
 
 ALWAYS = {'Swift', 'Synchronization', '_Concurrency'}
 LIBC = {'Glibc', 'Musl'}
-SWIFT_MODULES = {'PushcastCore', 'PushcastCommandLine', 'PushcastJSON', 'PushcastInput', 'PushcastWire',
+SWIFT_MODULES = {'PushcastCore', 'PushcastCommandLine', 'PushcastSchedule', 'PushcastJSON', 'PushcastInput', 'PushcastWire',
                  'PushcastProviderKit', 'PushcastAPNs', 'PushcastFCM', 'PushcastWebPush', 'PushcastProviders', 'PushcastSystem', 'PushcastReactor',
                  'PushcastTransport', 'PushcastDatabase',
                  'PushcastEngine', 'PushcastMock', 'PushcastSimulation', 'PushcastFuzzing'}
@@ -58,6 +58,7 @@ IMPORT_RULES = {
     'PushcastCore': (LIBC | {'CPrefetch'}, 'value types every layer shares; libc only for memory (memcpy, explicit_bzero), '
                      'CPrefetch for cache hints'),
     'PushcastCommandLine': (set(), 'the argument parser, help and manual page: depends on nothing'),
+    'PushcastSchedule': ({'PushcastCore'}, 'local-time delivery, sans-I/O: zones come in as PushcastCore\'s ZoneRules'),
     'PushcastJSON': (set(), 'the one JSON reader and writer: depends on nothing'),
     'PushcastInput': ({'PushcastCore', 'CCompression'}, 'sans-I/O CSV / NDJSON readers over a ByteSource'),
     'PushcastWire': ({'PushcastCore', 'COpenSSL', 'CNGHTTP2'} | LIBC, 'sans-I/O TLS and HTTP/2 over memory'),
@@ -100,6 +101,9 @@ IMPORT_RULES = {
 IMPORT_FILES = {
     'Sources/PushcastMock/MockProviders.swift': ({'PushcastAPNs', 'PushcastFCM', 'PushcastWebPush'},
                                                  "where the mock's listeners get their providers' responders"),
+    'Sources/PushcastSystem/SystemZoneDirectory.swift': ({'Foundation'},
+                                                         "Foundation's TimeZone, which reads the system's zone data: "
+                                                         "the ZoneDirectory the CLI hands to local-time delivery"),
 }
 
 # (file, module imported): why the import is there today. Each entry is one to remove.
