@@ -27,7 +27,7 @@ public enum LocaleTag {
 
     /// Normalises a value: spaces trimmed, a POSIX suffix (`.UTF-8`, `@euro`) dropped, `_` read as
     /// `-`, language lower-case (2 or 3 letters), script title-case (4 letters), region upper-case
-    /// (2 letters or 3 digits), other subtags (1 to 8 letters or digits) lower-case.
+    /// (2 letters or 3 digits), other subtags (1 to 8 letters or digits) lower-case, as is all after a singleton (`-u-`, `-x-`).
     public static func normalize(_ raw: String) -> LocaleTagValue {
         let trimmed = raw.trimmingSpaces()
         if trimmed.utf8.count > maxBytes { return refuse("locale-too-long", trimmed) }
@@ -43,9 +43,11 @@ public enum LocaleTag {
             return refuse("locale-language-malformed", trimmed)
         }
         var out = [language.lowercased()]
+        var afterSingleton = false  // extensions and private use (`-u-`, `-x-`) are lower-case
         for part in parts.dropFirst() {
             guard let subtag = normalizeSubtag(part) else { return refuse("locale-subtag-malformed", trimmed) }
-            out.append(subtag)
+            afterSingleton = afterSingleton || part.count == 1
+            out.append(afterSingleton ? subtag.lowercased() : subtag)
         }
         return .tag(out.joined(separator: "-"))
     }

@@ -9,6 +9,7 @@ final class LocaleCatalogTests: XCTestCase {
             ("pt_br", "pt-BR"), ("PT-BR", "pt-BR"), ("pt-BR", "pt-BR"), ("  en_US.UTF-8 ", "en-US"),
             ("de_DE@euro", "de-DE"), ("ZH_hant_tw", "zh-Hant-TW"), ("es-419", "es-419"), ("EN", "en"),
             ("sr-LATN", "sr-Latn"), ("de-CH-1996", "de-CH-1996"), ("yue", "yue"),
+            ("DE-u-CO-phonebk", "de-u-co-phonebk"), ("en-x-US", "en-x-us"),
         ]
         for (raw, tag) in table { XCTAssertEqual(LocaleTag.normalize(raw), .tag(tag), raw) }
     }
