@@ -42,16 +42,11 @@ public final class P256Key: @unchecked Sendable {
         return curve == "prime256v1" || curve == "P-256" ? nil : .otherCurve(curve)
     }
 
-    /// A fresh P-256 key pair, or nil if OpenSSL fails (`lastOpenSSLReason()` says why).
+    /// A fresh P-256 key pair, or nil if OpenSSL fails (`lastOpenSSLReason()` says why). Web Push's
+    /// per-message ephemeral keys do not come from here: see `OpenSSLWebPushKeys`.
     public static func generate() -> P256Key? {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { return nil }
         defer { EVP_PKEY_CTX_free(context) }
-        return generate(context: context)
-    }
-
-    /// A fresh key pair from a keygen context made once and reused (`EVP_PKEY_CTX_new_from_name`
-    /// for "EC"): the per-message ephemeral keys of Web Push encryption.
-    public static func generate(context: OpaquePointer) -> P256Key? {
         var generated: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1,
               EVP_PKEY_CTX_set_group_name(context, "P-256") == 1,
